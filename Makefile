@@ -1,0 +1,43 @@
+# Set-up and everyday commands. `make demo` and `make test` install what they need into
+# .venv first. CPU machines pin a CPU build of torch here, outside the package's own
+# dependencies (TORCH_PIN= to skip the pin, e.g. on a GPU machine with its own torch).
+PYTHON ?= python3.11
+VENV ?= .venv
+TORCH_PIN ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint format bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(if $(TORCH_PIN),$(BIN)/python -m pip install --quiet "$(TORCH_PIN)")
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job on its CPU-sized default: both readers (one seed), evaluated on seen and
+# unseen lengths, then the report (report/index.html).
+demo: $(STAMP)
+	$(BIN)/attnlab sweep lengths seed=0
+	$(BIN)/attnlab report
+
+test: $(STAMP)
+	$(BIN)/ruff check attnlab tests scripts
+	$(BIN)/ruff format --check attnlab tests scripts
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check attnlab tests scripts
+
+format: $(STAMP)
+	$(BIN)/ruff format attnlab tests scripts
+	$(BIN)/ruff check --fix attnlab tests scripts
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

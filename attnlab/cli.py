@@ -1,0 +1,252 @@
+"""The ``attnlab`` command line: thin Typer commands over Hydra tasks.
+
+Every command that takes config forwards everything after it to a module-level
+``@hydra.main`` task, so every Hydra flag works unchanged (``key=value`` overrides,
+``-m``/``--multirun``, ``--cfg job``, ``hydra/launcher=...``). Mistakes a user can fix end
+with one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from attnlab import __version__
+from attnlab.errors import UserError
+
+FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+app = typer.Typer(
+    name="attnlab",
+    help="The Lab 8 digit-reader comparison: fixed-context vs attention readers.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+data_app = typer.Typer(help="Synthetic digit strips: preview and export.", no_args_is_help=True)
+sweep_app = typer.Typer(help="Sweeps over readers, seeds and lengths.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(sweep_app, name="sweep")
+
+
+def fail(message: str) -> None:
+    typer.echo(f"attnlab: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _one_line(err: BaseException) -> str:
+    """Hydra and OmegaConf errors as one line: the message, then the key it concerns."""
+    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
+    cause = err.__cause__ or err.__context__
+    seen = {parts[0]}
+    while cause is not None:
+        text = str(cause).strip()
+        if text:
+            lines = text.splitlines()
+            first = lines[0]
+            key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")), "")
+            if first not in seen:
+                parts.append(first + (f" (key: {key})" if key else ""))
+                seen.add(first)
+        cause = cause.__cause__
+    return ": ".join(parts)
+
+
+def _launcher_of(args: list[str]) -> str | None:
+    for a in args:
+        if a.startswith("hydra/launcher="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def run_task(task: Callable[[], object], args: list[str], prog: str, multirun: bool = False) -> None:
+    """Run a Hydra task with ``args`` as its command line; user errors become exit 2."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    launcher = _launcher_of(args)
+    wants_multirun = multirun or "-m" in args or "--multirun" in args
+    if launcher not in (None, "basic") and not wants_multirun:
+        fail(
+            f"hydra/launcher={launcher} only applies to multiruns: add -m (or use "
+            f"'attnlab sweep lengths')"
+        )
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; this function reports
+    saved = sys.argv
+    sys.argv = [prog, *(["-m"] if multirun and "-m" not in args else []), *args]
+    try:
+        task()
+    except UserError as err:
+        fail(str(err))
+    except (HydraException, OmegaConfBaseException) as err:
+        fail(f"config: {_one_line(err)}")
+    finally:
+        sys.argv = saved
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"attnlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """The Lab 8 digit-reader comparison: fixed-context vs attention readers."""
+
+
+@app.command(context_settings=FORWARD)
+def train(ctx: typer.Context) -> None:
+    """Train one reader: attnlab train [model=fixed|attention] [key=value ...] [-m].
+
+    Examples: attnlab train model=fixed 'data.train_lengths=[1,8]';
+    attnlab train preset=gpu; attnlab train --cfg job (print the config).
+    """
+    from attnlab.train import main as task
+
+    run_task(task, ctx.args, "attnlab train")
+
+
+@sweep_app.command("lengths", context_settings=FORWARD)
+def sweep_lengths(ctx: typer.Context) -> None:
+    """Both readers x seeds x training-length ranges; each job trains then evaluates.
+
+    Examples: attnlab sweep lengths seed=0; attnlab sweep lengths hydra/launcher=local;
+    attnlab sweep lengths hydra/launcher=slurm preset=gpu hydra.launcher.partition=gpu.
+    """
+    from attnlab.sweep import main as task
+
+    started = time.time()
+    try:
+        run_task(task, ctx.args, "attnlab sweep lengths", multirun=True)
+    finally:
+        _report_sweeps(ctx.args, started)
+
+
+def _report_sweeps(args: list[str], started: float) -> None:
+    """After a sweep: which jobs failed and where their logs are (exit 1 if any)."""
+    from attnlab.sweep import summarize
+
+    if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
+        return
+    root = next((Path(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")), None)
+    root = root or Path("multirun")
+    sweeps = [p.parent for p in root.glob("**/multirun.yaml") if p.stat().st_mtime >= started - 1]
+    if root.joinpath("multirun.yaml").exists() and root not in sweeps:
+        sweeps.append(root)
+    bad = False
+    for sweep in sorted(set(sweeps)):
+        done, failed = summarize(sweep)
+        typer.echo(f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete")
+        for job, reason in failed:
+            logs = sorted(job.glob("*.log")) + sorted(sweep.glob(".submitit/*/*.err"))
+            where = ", ".join(str(p) for p in logs[:2]) or str(job)
+            typer.echo(f"  FAILED {job}: {reason}\n    logs: {where}")
+        bad = bad or bool(failed)
+        if done:
+            typer.echo(f"next: attnlab report {sweep}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("eval", context_settings=FORWARD)
+def eval_(
+    ctx: typer.Context,
+    run: str = typer.Argument(..., help="A run directory or a checkpoint file."),
+    folder: Path = typer.Option(None, help="Evaluate on user strips (images + labels.csv)."),
+    beam: int = typer.Option(None, help="Beam width (default 1: greedy)."),
+    n: int = typer.Option(None, help="Strips per length (synthetic sets)."),
+) -> None:
+    """Per-length accuracy and CER (seen vs unseen) and attention maps of a trained run.
+
+    Extra key=value overrides go to the eval config, e.g. 'eval.lengths=[1,20]' eval.maps_k=5
+    checkpoint=last.
+    """
+    from attnlab.evaluate import main as task
+
+    extra = [f"run={run}"]
+    if folder is not None:
+        extra.append(f"eval.folder={folder}")
+    if beam is not None:
+        extra.append(f"eval.beam={beam}")
+    if n is not None:
+        extra.append(f"eval.n={n}")
+    run_task(task, [*extra, *ctx.args], "attnlab eval")
+
+
+@app.command()
+def read(
+    images: list[Path] = typer.Argument(..., help="Strip images (dark ink on light paper)."),
+    run: str = typer.Option(..., "--run", help="A run directory or a checkpoint file."),
+    attention: Path = typer.Option(None, "--attention", help="Write attention maps here."),
+    beam: int = typer.Option(1, help="Beam width (1 = greedy)."),
+    checkpoint: str = typer.Option("best", help="best or last, when --run is a directory."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+) -> None:
+    """Read strip images with a trained reader: prints file, reading, confidence."""
+    from attnlab.reading import read_images
+
+    try:
+        bad = read_images(images, run, attention, beam, checkpoint, device, typer.echo)
+    except UserError as err:
+        fail(str(err))
+    if bad:
+        raise typer.Exit(2)
+
+
+@app.command()
+def report(
+    paths: list[Path] = typer.Argument(None, help="Runs or sweep folders (default: outputs/ and multirun/)."),
+    out: Path = typer.Option(Path("report"), "--out", help="Where to write the report."),
+) -> None:
+    """Tables, plots and an HTML page from runs on disk."""
+    from attnlab.report import ReportError, build_report
+
+    if not paths:
+        paths = [p for p in (Path("outputs"), Path("multirun")) if p.exists()]
+        if not paths:
+            fail("no outputs/ or multirun/ here; name the run or sweep folders to report on")
+    try:
+        index = build_report(list(paths), out)
+    except ReportError as err:
+        fail(str(err))
+    typer.echo(f"report written: {index}")
+
+
+@data_app.command("preview", context_settings=FORWARD)
+def data_preview(ctx: typer.Context) -> None:
+    """A PNG grid of sample strips with their labels (preview.out=PATH, preview.n=N)."""
+    from attnlab.data.tasks import preview as task
+
+    run_task(task, ctx.args, "attnlab data preview")
+
+
+@data_app.command("export", context_settings=FORWARD)
+def data_export(
+    ctx: typer.Context,
+    out: Path = typer.Argument(..., help="Folder to write PNG strips and labels.csv into."),
+    n: int = typer.Option(100, "--n", help="Number of strips."),
+    lengths: str = typer.Option("1-8", "--lengths", help="Length range LOW-HIGH, e.g. 3-6."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the strips."),
+) -> None:
+    """Write synthetic strips as PNG files plus labels.csv (filename,label)."""
+    from attnlab.data.tasks import export as task
+
+    lo, sep, hi = lengths.partition("-")
+    if not (lo.strip().isdigit() and (not sep or hi.strip().isdigit())):
+        fail(f"--lengths: expected LOW-HIGH such as 3-6, got {lengths!r}")
+    pair = f"[{lo},{hi if sep else lo}]"
+    overrides = [f"export.out={out}", f"export.n={n}", f"export.lengths={pair}", f"export.seed={seed}"]
+    run_task(task, [*overrides, *ctx.args], "attnlab data export")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,401 @@
+"""Synthetic digit strips: a glyph bank rendered once per process, vectorised strip synthesis.
+
+A strip is a grey image of a digit string, fixed height, width growing with the string.
+Pixels are floats in [0, 1] with 1 = white paper and 0 = black ink, as a scan would be.
+Every strip carries its label and the column span [start, end) of every glyph.
+
+Synthesis is tensor work: glyphs are gathered from the bank and added onto a flat canvas
+with one ``index_add_``; per-strip blur, contrast, background and noise are batched ops.
+All randomness comes from an explicit ``torch.Generator``: the same seed gives the same
+strips on every machine (the bank is built from fonts shipped inside Pillow and matplotlib).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from attnlab.config import DataConfig
+from attnlab.errors import UserError
+
+DIGITS = "0123456789"
+# Symbol-only or display fonts whose digits are missing or not digits.
+_SKIP_FONTS = ("cmex10", "cmsy10", "STIXSiz", "Display", "LastResort", "STIXNonUni")
+
+
+@dataclass
+class StripBatch:
+    """A batch of strips padded to the widest one. Padded columns are white paper (1.0)."""
+
+    images: torch.Tensor  # (B, H, W) float32, 1 = paper
+    widths: torch.Tensor  # (B,) int64, real width of each strip in pixels
+    labels: list[str]
+    spans: torch.Tensor  # (B, L, 2) int64 glyph [start, end) columns; (0, 0) past the label
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """(B, W) bool, True on a strip's real columns."""
+        cols = torch.arange(self.images.shape[-1])
+        return cols[None, :] < self.widths[:, None]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return torch.tensor([len(s) for s in self.labels], dtype=torch.long)
+
+    def select(self, index: torch.Tensor | list[int]) -> StripBatch:
+        """Sub-batch, cropped to its own widest strip."""
+        index = torch.as_tensor(index, dtype=torch.long)
+        widths = self.widths[index]
+        w = int(widths.max()) if len(index) else 0
+        labels = [self.labels[i] for i in index.tolist()]
+        span_len = max((len(s) for s in labels), default=0)
+        return StripBatch(
+            images=self.images[index, :, :w],
+            widths=widths,
+            labels=labels,
+            spans=self.spans[index, :span_len],
+        )
+
+
+def pad_strips(images: list[torch.Tensor], labels: list[str], spans: torch.Tensor) -> StripBatch:
+    """Stack strips of different widths into a batch, padding with paper."""
+    h = images[0].shape[0]
+    widths = torch.tensor([im.shape[1] for im in images], dtype=torch.long)
+    out = torch.ones(len(images), h, int(widths.max()))
+    for i, im in enumerate(images):
+        out[i, :, : im.shape[1]] = im
+    return StripBatch(out, widths, labels, spans)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fonts and the glyph bank
+
+
+def bundled_fonts() -> list[str]:
+    """TrueType fonts shipped with matplotlib that render all ten digits, plus Pillow's own."""
+    import matplotlib
+
+    ttf = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    paths = sorted(str(p) for p in ttf.glob("*.ttf") if not p.stem.startswith(_SKIP_FONTS))
+    return ["pillow:default", *paths]
+
+
+def resolve_fonts(data: DataConfig) -> list[str]:
+    """Font sources named by the config: ``bundled`` or paths / globs, minus exclusions."""
+    fonts: list[str] = []
+    for entry in data.fonts:
+        if entry == "bundled":
+            fonts.extend(bundled_fonts())
+            continue
+        matches = sorted(glob.glob(str(Path(entry).expanduser())))
+        if not matches:
+            raise UserError(f"data.fonts: no font file matches {entry!r}")
+        fonts.extend(matches)
+    fonts = [f for f in fonts if not any(x in Path(f).name for x in data.exclude_fonts)]
+    if not fonts:
+        raise UserError("data.fonts: no fonts left after data.exclude_fonts")
+    return fonts
+
+
+def _load_font(source: str, size: int):
+    from PIL import ImageFont
+
+    if source == "pillow:default":
+        return ImageFont.load_default(size=size)
+    try:
+        return ImageFont.truetype(source, size=size)
+    except OSError as err:
+        raise UserError(f"data.fonts: cannot load font {source}: {err}") from err
+
+
+def _render_digits(source: str, size: int, stroke: int, height: int) -> list[torch.Tensor] | None:
+    """Ten tight-cropped glyphs (height, w) as ink in [0, 1]; None if the font lacks digits."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    font = _load_font(source, size)
+    baseline = round(0.8 * height)
+    glyphs = []
+    for d in DIGITS:
+        canvas = Image.new("L", (3 * size + 4 * stroke + 8, height), 0)
+        ImageDraw.Draw(canvas).text(
+            (4 + stroke, baseline), d, font=font, fill=255, anchor="ls",
+            stroke_width=stroke, stroke_fill=255,
+        )  # fmt: skip
+        ink = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
+        cols = torch.nonzero(ink.sum(0) > 0.05).flatten()
+        if len(cols) == 0:
+            return None
+        glyphs.append(ink[:, int(cols[0]) : int(cols[-1]) + 1])
+    # A font without digits draws the same placeholder box for each of them.
+    first = glyphs[0]
+    if all(g.shape == first.shape and torch.equal(g, first) for g in glyphs[1:]):
+        return None
+    return glyphs
+
+
+def _affine_variants(
+    glyphs: torch.Tensor, data: DataConfig, generator: torch.Generator
+) -> torch.Tensor:
+    """(N, H, Wg) -> (N, V, H, Wg): variant 0 unchanged; the others scaled, sheared, rotated
+    and shifted vertically, each with its own draw from the configured ranges."""
+    n, h, wg = glyphs.shape
+    v = data.variants
+    u = torch.rand(n, v, 4, generator=generator)
+    lo = torch.tensor([data.scale[0], data.shear[0], data.rotation[0], -data.v_offset])
+    hi = torch.tensor([data.scale[1], data.shear[1], data.rotation[1], data.v_offset])
+    p = lo + u * (hi - lo)
+    p[:, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    scale, shear, rot = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2])
+    shift = -2.0 * p[..., 3] / h  # pixels -> normalised height, output moves down by +px
+    # Output->input map in normalised coordinates (x spans the width, y the height).
+    aspect = wg / h
+    cos, sin = torch.cos(rot), torch.sin(rot)
+    zero = torch.zeros_like(scale)
+    row1 = torch.stack([cos / scale, (-sin + shear) / scale / aspect, zero], -1)
+    row2 = torch.stack([sin / scale * aspect, cos / scale, shift], -1)
+    theta = torch.stack([row1, row2], -2).reshape(n * v, 2, 3)
+    src = glyphs[:, None].expand(n, v, h, wg).reshape(n * v, 1, h, wg)
+    grid = F.affine_grid(theta, [n * v, 1, h, wg], align_corners=False)
+    out = F.grid_sample(src, grid, align_corners=False, padding_mode="zeros")
+    return out.reshape(n, v, h, wg)
+
+
+def _blur_levels(blur: list[float]) -> list[float]:
+    """The Gaussian sigmas a strip can be blurred with: three levels across the range."""
+    lo, hi = float(blur[0]), float(blur[1])
+    return [lo] if hi - lo < 1e-6 else [lo, (lo + hi) / 2, hi]
+
+
+def _gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of (N, H, W) images, zero outside (ink fades into paper)."""
+    if sigma < 0.05:
+        return images
+    radius = max(1, math.ceil(2.5 * sigma))
+    x = torch.arange(-radius, radius + 1, dtype=torch.float32)
+    k = torch.exp(-(x**2) / (2 * sigma**2))
+    k = k / k.sum()
+    n, h, w = images.shape
+    out = F.conv2d(images[:, None], k.view(1, 1, 1, -1), padding=(0, radius))
+    out = F.conv2d(out, k.view(1, 1, -1, 1), padding=(radius, 0))
+    return out[:, 0]
+
+
+@dataclass(frozen=True)
+class GlyphBank:
+    """Every digit of every font, size and stroke, in geometric variants and blur levels.
+
+    Stored column-major, (..., Wg, H), so that placing a glyph adds whole columns.
+    """
+
+    columns: torch.Tensor  # (R, K, 10, V, Wg, H) uint8 ink, left-aligned on the first ink column
+    widths: torch.Tensor  # (R, K, 10, V) int64 ink width of each glyph
+    renderings: tuple[str, ...]  # "font@size/stroke" for each of the R renderings
+    blur_levels: tuple[float, ...]  # the K blur sigmas
+
+
+def _bank_key(data: DataConfig) -> tuple:
+    fonts = tuple(resolve_fonts(data))
+    return (
+        data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
+        tuple(data.scale), tuple(data.shear), tuple(data.rotation), data.v_offset,
+        tuple(data.blur),
+    )  # fmt: skip
+
+
+def glyph_bank(data: DataConfig) -> GlyphBank:
+    """The bank for this config, built once per process."""
+    return _build_bank(_bank_key(data))
+
+
+@functools.lru_cache(maxsize=4)
+def _build_bank(key: tuple) -> GlyphBank:
+    height, fonts, sizes, strokes, variants, scale, shear, rotation, v_offset, blur = key
+    if variants < 1:
+        raise UserError(f"data.variants must be >= 1, got {variants}")
+    base: list[torch.Tensor] = []
+    names: list[str] = []
+    for source in fonts:
+        for size in sizes:
+            px = max(6, round(size * height / 32))
+            for stroke in strokes:
+                glyphs = _render_digits(source, px, stroke, height)
+                if glyphs is None:
+                    continue
+                base.extend(glyphs)
+                names.append(f"{Path(source).stem}@{px}/{stroke}")
+    if not names:
+        raise UserError("data.fonts: none of the fonts renders the ten digits")
+    wg = math.ceil(1.5 * max(g.shape[1] for g in base)) + 4
+    padded = torch.zeros(len(base), height, wg)
+    for i, g in enumerate(base):  # centred, so that rotation and shear stay inside
+        left = (wg - g.shape[1]) // 2
+        padded[i, :, left : left + g.shape[1]] = g
+    cfg = DataConfig(
+        height=height, variants=variants, scale=list(scale), shear=list(shear),
+        rotation=list(rotation), v_offset=v_offset,
+    )  # fmt: skip
+    gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
+    var = _affine_variants(padded, cfg, gen).clamp_(0, 1)  # (N, V, H, Wg)
+    n, levels = len(base), _blur_levels(list(blur))
+    var = torch.stack(
+        [_gaussian_blur(var.reshape(-1, height, wg), s).reshape(var.shape) for s in levels], 1
+    )  # (N, K, V, H, Wg)
+    # Left-align every glyph on its first ink column and record its ink width.
+    inked = var.amax(dim=3) > 0.1  # (N, K, V, Wg)
+    cols = torch.arange(wg)
+    first = torch.where(inked, cols, wg).amin(-1).clamp(max=wg - 1)  # (N, K, V)
+    last = torch.where(inked, cols, -1).amax(-1)
+    widths = (last - first + 1).clamp(min=1)
+    src = (cols + first[..., None]).clamp(max=wg - 1)  # (N, K, V, Wg)
+    aligned = torch.gather(var, 4, src[..., None, :].expand(-1, -1, -1, height, -1))
+    aligned = aligned * (cols < widths[..., None, None])
+    w_used = int(widths.max())
+    r = len(names)
+    columns = aligned[..., :w_used].transpose(-1, -2)  # (N, K, V, Wg, H)
+    columns = (columns * 255).round().to(torch.uint8)
+    columns = columns.reshape(r, 10, len(levels), variants, w_used, height).transpose(1, 2)
+    widths = widths.reshape(r, 10, len(levels), variants).transpose(1, 2)
+    return GlyphBank(columns.contiguous(), widths.contiguous(), tuple(names), tuple(levels))
+
+
+@functools.lru_cache(maxsize=8)
+def _noise_windows(height: int, width: int) -> torch.Tensor:
+    """(4096, H*W) overlapping windows of one fixed N(0, 1) texture.
+
+    Drawing a window per strip costs a copy instead of fresh Gaussian draws for every pixel;
+    which window a strip gets comes from the caller's generator.
+    """
+    step = 61
+    gen = torch.Generator().manual_seed(61)
+    tex = torch.randn(4096 * step + height * width, generator=gen)
+    return tex.unfold(0, height * width, step)[:4096]
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthesis
+
+
+def _uniform(lo_hi, n: int, gen: torch.Generator) -> torch.Tensor:
+    lo, hi = float(lo_hi[0]), float(lo_hi[1])
+    return lo + (hi - lo) * torch.rand(n, generator=gen)
+
+
+def _randint(lo_hi, shape, gen: torch.Generator) -> torch.Tensor:
+    lo, hi = int(lo_hi[0]), int(lo_hi[1])
+    return torch.randint(lo, hi + 1, shape, generator=gen)
+
+
+class StripSynth:
+    """Renders digit strings into strips with the variation the config asks for."""
+
+    def __init__(self, data: DataConfig):
+        self.data = data
+        self.bank = glyph_bank(data)
+        lo, hi = data.gap
+        if lo > hi or data.margin[0] > data.margin[1] or data.margin[0] < 0:
+            raise UserError("data.gap and data.margin must be [low, high] with low <= high")
+
+    @property
+    def height(self) -> int:
+        return self.data.height
+
+    def random_strings(self, lengths: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """(B,) lengths -> (B, L) digits with -1 past each length."""
+        lmax = int(lengths.max())
+        digits = torch.randint(0, 10, (len(lengths), lmax), generator=gen)
+        return torch.where(torch.arange(lmax)[None] < lengths[:, None], digits, -1)
+
+    def sample(self, lengths: torch.Tensor, gen: torch.Generator) -> StripBatch:
+        """Strips of random digits with the given lengths."""
+        return self.render(self.random_strings(lengths, gen), gen)
+
+    def render(self, digits: torch.Tensor, gen: torch.Generator) -> StripBatch:
+        """(B, L) digit ids (-1 = none) -> strips. Every random draw is batched."""
+        d = self.data
+        bank = self.bank
+        b, lmax = digits.shape
+        r, k, _, v, wg, h = bank.columns.shape
+        valid = digits >= 0  # (B, L)
+        rows = torch.arange(b)
+        # One typeface (font, size, stroke) and blur level per strip, a variant per glyph.
+        rendering = torch.randint(0, r, (b,), generator=gen)
+        level = torch.randint(0, k, (b,), generator=gen)
+        variant = torch.randint(0, v, (b, lmax), generator=gen)
+        flat = ((rendering * k + level)[:, None] * 10 + digits.clamp(min=0)) * v + variant
+        widths = bank.widths.reshape(-1)[flat] * valid  # (B, L)
+        gaps = _randint(d.gap, (b, lmax), gen) * valid
+        margins = _randint(d.margin, (b, 2), gen)
+        advance = (widths + gaps).clamp(min=0) * valid
+        last = (valid.sum(1) - 1).clamp(min=0)  # the last glyph's gap is not in the strip
+        advance[rows, last] = widths[rows, last]
+        starts = margins[:, :1] + torch.cumsum(advance, 1) - advance  # (B, L)
+        strip_w = starts[rows, last] + widths[rows, last] + margins[:, 1]
+        strip_w = torch.maximum(strip_w, margins.sum(1) + 1)
+        wmax = int(strip_w.max())
+        # Add every glyph's columns onto a column-major canvas (B * W, H) in one index_add_.
+        canvas_w = wmax + wg
+        canvas = torch.zeros(b * canvas_w, h)
+        glyphs = bank.columns.reshape(-1, wg, h)[flat[valid]]  # (G, Wg, H) uint8
+        first_col = rows[:, None] * canvas_w + starts  # (B, L)
+        idx = first_col[valid][:, None] + torch.arange(wg)  # (G, Wg)
+        canvas.index_add_(0, idx.reshape(-1), glyphs.reshape(-1, h).float())
+        # Per-strip appearance, in place on the canvas: paper level, ink contrast, noise.
+        paper = _uniform(d.background, b, gen)[:, None]
+        contrast = _uniform(d.contrast, b, gen)[:, None]
+        noise_sd = _uniform(d.noise, b, gen)[:, None]
+        pixels = canvas.view(b, canvas_w * h).clamp_(max=255.0)  # ink, 255 = full
+        pixels.mul_(-paper * contrast / 255.0).add_(paper)
+        if float(noise_sd.max()) > 0:
+            windows = _noise_windows(h, canvas_w)
+            pick = torch.randint(0, windows.shape[0], (b,), generator=gen)
+            pixels.addcmul_(noise_sd, windows[pick])
+        pixels.clamp_(0.0, 1.0)
+        outside = torch.arange(canvas_w) >= strip_w[:, None]  # (B, W + Wg)
+        canvas = canvas.view(b, canvas_w, h).masked_fill_(outside[..., None], 1.0)
+        images = canvas[:, :wmax].transpose(1, 2).contiguous()  # (B, H, W)
+        spans = torch.stack([starts, starts + widths], -1) * valid[..., None]
+        labels = ["".join(DIGITS[i] for i in row if i >= 0) for row in digits.tolist()]
+        return StripBatch(images, strip_w, labels, spans)
+
+
+def set_seed(base: int, purpose: str, length: int) -> int:
+    """A stable seed for the fixed set of one purpose ("val", "test") and length."""
+    digest = hashlib.sha256(f"{base}/{purpose}/{length}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 62) - 1)
+
+
+def fixed_set(synth: StripSynth, purpose: str, length: int, n: int) -> StripBatch:
+    """The fixed strips of one length: identical for every reader, run and machine."""
+    gen = torch.Generator().manual_seed(set_seed(synth.data.eval_seed, purpose, length))
+    return synth.sample(torch.full((n,), length, dtype=torch.long), gen)
+
+
+class TrainStream:
+    """An endless stream of training batches drawn from the seen lengths."""
+
+    def __init__(self, synth: StripSynth, seen: list[int], batch_size: int, seed: int):
+        self.synth = synth
+        self.seen = torch.tensor(seen, dtype=torch.long)
+        self.batch_size = batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def next(self) -> StripBatch:
+        pick = torch.randint(0, len(self.seen), (self.batch_size,), generator=self.generator)
+        return self.synth.sample(self.seen[pick], self.generator)
+
+    def state(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def load_state(self, state: torch.Tensor) -> None:
+        self.generator.set_state(state)

@@ -1,0 +1,64 @@
+"""The Hydra tasks behind ``attnlab data preview`` and ``attnlab data export``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from attnlab.config import seen_lengths, span
+from attnlab.data.folder import export_folder
+from attnlab.data.strips import StripBatch, StripSynth
+from attnlab.errors import UserError
+from attnlab.io import atomic_write
+
+
+def _lengths(pair, key: str, n: int, gen: torch.Generator) -> torch.Tensor:
+    lo, hi = span(pair, key)
+    return torch.randint(lo, hi + 1, (n,), generator=gen)
+
+
+@hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
+def preview(cfg: DictConfig) -> None:
+    p = cfg.preview
+    if p.n < 1:
+        raise UserError(f"preview.n must be >= 1, got {p.n}")
+    gen = torch.Generator().manual_seed(p.seed)
+    pair = p.lengths if p.lengths is not None else [min(seen_lengths(cfg.data)), max(seen_lengths(cfg.data))]
+    lengths = _lengths(pair, "preview.lengths", p.n, gen).sort().values
+    strips = StripSynth(cfg.data).sample(lengths, gen)
+    out = draw_grid(strips, Path(p.out))
+    print(f"wrote {len(strips)} strips to {out}")
+
+
+def draw_grid(strips: StripBatch, path: Path) -> Path:
+    """A PNG grid: one strip per row, its label beside it."""
+    from matplotlib.figure import Figure
+
+    n = len(strips)
+    w = int(strips.widths.max())
+    fig = Figure(figsize=(min(16, 2 + w / 40), 0.45 * n + 0.6), dpi=100)
+    axes = fig.subplots(n, 1, squeeze=False)[:, 0]
+    for ax, i in zip(axes, range(n), strict=True):
+        ax.imshow(strips.images[i].numpy(), cmap="gray", vmin=0, vmax=1, aspect="equal")
+        ax.set_xlim(0, w)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_ylabel(strips.labels[i], rotation=0, ha="right", va="center", fontsize=10, family="monospace")
+    fig.suptitle(f"{n} synthetic strips (label left of each)", fontsize=11)
+    fig.tight_layout()
+    return atomic_write(path, lambda p: fig.savefig(p, format="png"))
+
+
+@hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
+def export(cfg: DictConfig) -> None:
+    e = cfg.export
+    if e.n < 1:
+        raise UserError(f"--n must be >= 1, got {e.n}")
+    gen = torch.Generator().manual_seed(e.seed)
+    lengths = _lengths(e.lengths, "--lengths", e.n, gen)
+    strips = StripSynth(cfg.data).sample(lengths, gen)
+    out = export_folder(strips, Path(e.out))
+    print(f"wrote {len(strips)} strips and labels.csv to {out}")

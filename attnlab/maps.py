@@ -1,0 +1,250 @@
+"""Attention-map pictures: where each output step looked on the strip, and a per-length summary.
+
+Figures are built on matplotlib's object API (Figure + Agg canvas), never pyplot, so no
+global backend is switched and nothing needs a display. Files are written whole or not at all.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.transforms import blended_transform_factory
+
+_SPAN_COLOUR = "tab:orange"
+_WRONG_COLOUR = "tab:red"
+_MAX_WIDTH_IN = 16.0
+_MIN_WIDTH_IN = 6.0
+
+
+def _save_atomic(fig: Figure, path: Path, dpi: int = 100) -> None:
+    """Render `fig` to a temp file next to `path`, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=dpi)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _row_labels(truth: str, reading: str, n_rows: int) -> list[tuple[str, bool]]:
+    """(label, is_wrong) per shown weight row: read digit, `read/true` where they differ, EOS."""
+    labels = []
+    for i in range(n_rows):
+        if i < len(reading):
+            r = reading[i]
+            t = truth[i] if i < len(truth) else "-"
+            labels.append((r, False) if r == t else (f"{r}/{t}", True))
+        else:
+            # EOS step; early EOS (reading shorter than truth) is itself an error
+            labels.append(("EOS", len(reading) != len(truth)))
+    return labels
+
+
+def draw_attention_map(
+    path: Path,
+    image: np.ndarray,
+    weights: np.ndarray,
+    stride: int,
+    truth: str | None,
+    reading: str,
+    confidence: float,
+    spans: np.ndarray | None,
+    cer: float,
+) -> None:
+    """Strip on top, weights of each output step below, both on the strip's pixel x-axis.
+
+    image (H, W) in [0, 1], 1 = paper. weights (S, T): rows = output steps (reading digits
+    then EOS), column c = encoder column covering pixels [c*stride, (c+1)*stride).
+    spans (L, 2): pixel [start, end) of each TRUE glyph; drawn as bands on the strip and as
+    outlines where step i should look if it reads glyph i.
+    truth None (a user's image): no truth is known; the reading is shown with no spans.
+    """
+    known = truth is not None
+    truth = reading if truth is None else truth
+    spans = np.zeros((0, 2)) if spans is None else spans
+    image = np.asarray(image, dtype=np.float64)
+    if image.ndim != 2:
+        raise ValueError(f"draw_attention_map: image must be (H, W), got {image.shape}")
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2:
+        raise ValueError(f"draw_attention_map: weights must be (S, T), got {weights.shape}")
+    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    h, w = image.shape
+    s, t = weights.shape
+    n_rows = min(len(reading) + 1, s)
+    shown = weights[:n_rows]  # (n_rows, T)
+    x_max = max(w, t * stride)
+
+    width_in = float(np.clip(2.5 + x_max / 28.0, _MIN_WIDTH_IN, _MAX_WIDTH_IN))
+    img_in = 1.3
+    w_in = max(1.0, 0.32 * max(n_rows, 1))
+    fig = Figure(figsize=(width_in, img_in + w_in + 1.1), layout="constrained")
+    gs = fig.add_gridspec(2, 2, height_ratios=[img_in, w_in], width_ratios=[1.0, 0.015])
+    ax_img = fig.add_subplot(gs[0, 0])
+    ax_w = fig.add_subplot(gs[1, 0], sharex=ax_img)
+    cax = fig.add_subplot(gs[1, 1])
+    fig.add_subplot(gs[0, 1]).set_axis_off()
+
+    # Strip: x in pixels, y in pixels (aspect auto so long strips keep a readable height).
+    ax_img.imshow(
+        image,
+        cmap="gray",
+        vmin=0.0,
+        vmax=1.0,
+        extent=(0, w, h, 0),
+        aspect="auto",
+        interpolation="nearest",
+    )
+    top = blended_transform_factory(ax_img.transData, ax_img.transAxes)
+    for i, (a, b) in enumerate(spans):
+        ax_img.axvspan(a, b, color=_SPAN_COLOUR, alpha=0.1, lw=0)
+        ax_img.axvline(a, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
+        ax_img.axvline(b, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
+        digit = truth[i] if i < len(truth) else "?"
+        ax_img.text(
+            (a + b) / 2,
+            1.02,
+            digit,
+            transform=top,
+            ha="center",
+            va="bottom",
+            fontsize=10,
+            color=_SPAN_COLOUR,
+            fontweight="bold",
+        )
+    ax_img.set_yticks([])
+    ax_img.set_ylabel("strip")
+    ax_img.tick_params(labelbottom=False)
+
+    # Weights: column c spans pixels [c*stride, (c+1)*stride); row i centred on y = i.
+    im = ax_w.imshow(
+        shown if n_rows else np.zeros((1, max(t, 1))),
+        cmap="Blues",
+        vmin=0.0,
+        vmax=1.0,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(0, t * stride, max(n_rows, 1) - 0.5, -0.5),
+    )
+    for i, (a, b) in enumerate(spans[:n_rows]):
+        ax_w.add_patch(
+            Rectangle((a, i - 0.5), b - a, 1.0, fill=False, edgecolor=_SPAN_COLOUR, lw=1.3)
+        )
+    for a, b in spans:
+        ax_w.axvline(a, color=_SPAN_COLOUR, lw=0.5, alpha=0.35)
+        ax_w.axvline(b, color=_SPAN_COLOUR, lw=0.5, alpha=0.35)
+    labels = _row_labels(truth, reading, n_rows)
+    ax_w.set_yticks(range(n_rows), [lab for lab, _ in labels])
+    for tick, (_, wrong) in zip(ax_w.get_yticklabels(), labels, strict=True):
+        if wrong:
+            tick.set_color(_WRONG_COLOUR)
+            tick.set_fontweight("bold")
+    ax_w.set_ylim(max(n_rows, 1) - 0.5, -0.5)
+    ax_w.set_xlim(0, x_max)
+    ax_w.set_xlabel(f"pixel column (encoder column = {stride} px)")
+    ax_w.set_ylabel("output step (read)")
+    fig.colorbar(im, cax=cax, label="weight")
+
+    correct = reading == truth
+    cer_txt = "n/a" if cer is None or math.isnan(cer) else f"{100 * cer:.1f}%"
+    conf_txt = "n/a" if confidence is None or math.isnan(confidence) else f"{confidence:.2f}"
+    verdict = (
+        f"truth {truth or '(empty)'} | read {reading or '(empty)'} | "
+        f"{'correct' if correct else 'wrong'} | CER {cer_txt} | conf {conf_txt}"
+    )
+    fig.suptitle(
+        verdict if known else f"read {reading or '(empty)'} | conf {conf_txt}",
+        color="black" if correct else _WRONG_COLOUR,
+        fontsize=11,
+    )
+    _save_atomic(fig, path)
+
+
+def _runs(values: Sequence[int]) -> list[tuple[int, int]]:
+    """Contiguous runs [(first, last), ...] of a set of integers."""
+    out: list[tuple[int, int]] = []
+    for v in sorted(set(int(x) for x in values)):
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
+
+
+def draw_attention_summary(path: Path, table: pd.DataFrame, seen: list[int]) -> None:
+    """Entropy and alignment by string length (per-length rows of per_length_table).
+
+    Lower entropy = sharper attention; alignment = share of digit steps of correct readings
+    whose most-weighted column lies on their glyph. The seen length range is shaded.
+    """
+    rows = table[table["length"] != "all"].copy()
+    rows["length"] = rows["length"].astype(int)
+    rows = rows.sort_values("length")
+    x = rows["length"].to_numpy()
+    ent = rows["entropy"].astype(float).to_numpy()
+    align = rows["align"].astype(float).to_numpy()
+
+    fig = Figure(figsize=(7.5, 5.5), layout="constrained")
+    ax_e, ax_a = fig.subplots(2, 1, sharex=True)
+    for ax, y, ylabel in (
+        (ax_e, ent, "mean attention entropy (nats)"),
+        (ax_a, 100 * align, "alignment (% steps on glyph)"),
+    ):
+        for k, (a, b) in enumerate(_runs(seen)):
+            ax.axvspan(
+                a - 0.5,
+                b + 0.5,
+                color="tab:green",
+                alpha=0.12,
+                lw=0,
+                label="seen" if k == 0 else None,
+            )
+        if np.isfinite(y).any():
+            ax.plot(x, y, marker="o", color="tab:blue")
+        else:
+            ax.text(
+                0.5,
+                0.5,
+                "no attention weights",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                color="grey",
+            )
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    trans = blended_transform_factory(ax_e.transData, ax_e.transAxes)
+    for a, b in _runs(seen):
+        ax_e.text(
+            (a + b) / 2,
+            0.97,
+            "seen",
+            transform=trans,
+            ha="center",
+            va="top",
+            color="tab:green",
+            fontsize=9,
+        )
+    ax_a.set_ylim(-2, 102)
+    ax_a.set_xlabel("string length (digits)")
+    if len(x):
+        ax_a.set_xticks(x)
+    fig.suptitle("Attention by string length: sharpness (entropy) and alignment")
+    _save_atomic(fig, path)

@@ -1,0 +1,92 @@
+"""The column encoder shared by every reader: a small conv stem, then a bidirectional GRU
+that keeps a state for every column of the strip.
+
+Padded columns never reach the recurrences (packed sequences), and the stem zeroes them
+after every layer, so a strip's states do not depend on what it was batched with.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from attnlab.config import ModelConfig
+from attnlab.errors import UserError
+
+
+class ColumnEncoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, height: int):
+        super().__init__()
+        halvings = int(math.log2(cfg.stride)) if cfg.stride >= 1 else -1
+        if 2**halvings != cfg.stride:
+            raise UserError(f"model.stride must be a power of two, got {cfg.stride}")
+        n_conv = len(cfg.stem_channels)
+        if n_conv and halvings > n_conv:
+            raise UserError(
+                f"model.stride={cfg.stride} needs at least {halvings} stem layers, "
+                f"model.stem_channels has {n_conv}"
+            )
+        if height % (2**n_conv):
+            raise UserError(f"data.height={height} must be divisible by {2**n_conv} (stem)")
+        self.stride = cfg.stride
+        self.convs = nn.ModuleList()
+        self.width_pools: list[int] = []
+        channels, h = 1, height
+        for i, c in enumerate(cfg.stem_channels):
+            pool = 2 if i < halvings else 1
+            self.convs.append(nn.Conv2d(channels, c, kernel_size=3, stride=(2, pool), padding=1))
+            self.width_pools.append(pool)
+            channels, h = c, h // 2
+        # Without a stem, `stride` neighbouring columns are stacked into one.
+        group = 1 if n_conv else cfg.stride
+        self.column_features = channels * h * group
+        self.proj = nn.Linear(self.column_features, 2 * cfg.hidden)
+        self.gru = nn.GRU(
+            2 * cfg.hidden, cfg.hidden, num_layers=cfg.layers, batch_first=True,
+            bidirectional=True,
+        )  # fmt: skip
+        self.hidden = cfg.hidden
+
+    @property
+    def state_size(self) -> int:
+        return 2 * self.hidden
+
+    def column_lengths(self, widths: torch.Tensor) -> torch.Tensor:
+        """Pixel widths (B,) -> number of encoder columns (B,)."""
+        return torch.div(widths + self.stride - 1, self.stride, rounding_mode="floor")
+
+    def forward(self, images: torch.Tensor, widths: torch.Tensor):
+        """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
+
+        Returns states (B, T, 2H), lengths (B,) in columns, summary (B, 2H): the final
+        forward state (after the last real column) joined with the final backward state.
+        """
+        b, _, w = images.shape
+        lengths = self.column_lengths(widths)  # (B,)
+        t = int(lengths.max())
+        x = 1.0 - images  # ink, so that padding and the convs' zero padding agree
+        if w < t * self.stride:
+            x = nn.functional.pad(x, (0, t * self.stride - w))
+        x = x[:, None, :, : t * self.stride]  # (B, 1, H, T*s)
+        keep = lengths * self.stride  # real columns at the current resolution
+        for conv, pool in zip(self.convs, self.width_pools, strict=True):
+            x = torch.relu(conv(x))  # strided: halves the height, and the width if pool=2
+            keep = torch.div(keep, pool, rounding_mode="floor")
+            cols = torch.arange(x.shape[-1], device=x.device)
+            x = x * (cols < keep[:, None]).to(x.dtype)[:, None, None, :]  # zero padded columns
+        if self.convs:
+            feats = x.permute(0, 3, 1, 2).reshape(b, t, -1)  # (B, T, C*H')
+        else:
+            feats = x[:, 0].reshape(b, -1, t, self.stride).permute(0, 2, 1, 3).reshape(b, t, -1)
+        feats = torch.relu(self.proj(feats))  # (B, T, 2H)
+        packed = pack_padded_sequence(
+            feats.float(), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        with torch.autocast(device_type=feats.device.type, enabled=False):
+            out, h_n = self.gru(packed)
+        states, _ = pad_packed_sequence(out, batch_first=True, total_length=t)  # (B, T, 2H)
+        summary = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (B, 2H) last layer, both directions
+        return states, lengths.to(states.device), summary

@@ -1,0 +1,63 @@
+"""``attnlab read``: arbitrary strip images through a trained reader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attnlab import checkpoint, maps
+from attnlab.data.folder import load_image
+from attnlab.data.strips import pad_strips
+from attnlab.errors import UserError
+from attnlab.evaluate import read_strips
+from attnlab.runtime import resolve_device
+
+
+def read_images(
+    images: list[Path],
+    run: str,
+    attention_dir: Path | None,
+    beam: int,
+    which: str,
+    device: str,
+    say: Callable[[str], None],
+) -> int:
+    """Read every image that can be read; returns how many could not (each named on stderr)."""
+    ckpt_path = checkpoint.resolve(run, which)
+    reader, cfg = checkpoint.restore_reader(checkpoint.load(ckpt_path), ckpt_path)
+    dev = resolve_device(device)
+    reader.to(dev)
+    loaded, names, bad = [], [], 0
+    for path in images:
+        try:
+            loaded.append(load_image(path, cfg.data.height))
+            names.append(path)
+        except UserError as err:
+            import sys
+
+            print(f"attnlab: error: {err}", file=sys.stderr)
+            bad += 1
+    if not loaded:
+        return bad
+    spans = torch.zeros(len(loaded), 1, 2, dtype=torch.long)
+    strips = pad_strips(loaded, [""] * len(loaded), spans)
+    out = read_strips(reader, strips, dev, 64, beam)
+    width = max(len(str(p)) for p in names)
+    say(f"{'file':<{width}}  {'reading':<12}  confidence")
+    for i, path in enumerate(names):
+        say(f"{str(path):<{width}}  {out.texts[i] or '(empty)':<12}  {out.confidence[i]:.3f}")
+    if attention_dir is not None:
+        if out.weights is None:
+            say("fixed-context reader: it has no attention weights, so no maps are drawn")
+        else:
+            for i, path in enumerate(names):
+                target = Path(attention_dir) / f"{Path(path).stem}_attention.png"
+                maps.draw_attention_map(
+                    target, strips.images[i, :, : int(strips.widths[i])].numpy(), out.weights[i],
+                    reader.encoder.stride, None, out.texts[i], float(out.confidence[i]),
+                    None, float("nan"),
+                )  # fmt: skip
+            say(f"attention maps written to {attention_dir}")
+    return bad

@@ -1,0 +1,54 @@
+"""The Hydra task behind ``attnlab sweep lengths``: each job trains, then evaluates.
+
+The sweep itself is a Hydra multirun (``conf/sweep.yaml`` sets the axes), so the basic,
+submitit_local and submitit_slurm launchers all run it unchanged. A job that fails leaves
+``status.json`` saying why; ``summarize`` reads those after the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+from attnlab.evaluate import evaluate_run
+from attnlab.train import hydra_run_dir, train, write_status
+
+log = logging.getLogger("attnlab.sweep")
+
+
+@hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="sweep")
+def main(cfg: DictConfig) -> dict[str, Any]:
+    return train_and_evaluate(cfg, hydra_run_dir())
+
+
+def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    metrics = train(cfg, run_dir)
+    try:
+        out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
+    except BaseException as err:
+        write_status(run_dir, "failed", metrics["step"], f"evaluation: {type(err).__name__}: {err}")
+        raise
+    return {**metrics, "eval_dir": str(out)}
+
+
+def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The jobs of a sweep directory: those complete, and the others with their reason."""
+    done, failed = [], []
+    for cfg in sorted(sweep_dir.glob("*/.hydra/config.yaml")):
+        job = cfg.parent.parent
+        status_file = job / "status.json"
+        try:
+            status = json.loads(status_file.read_text())
+        except (OSError, ValueError):
+            failed.append((job, "no status.json (the job did not start or was killed)"))
+            continue
+        if status.get("state") == "complete":
+            done.append(job)
+        else:
+            failed.append((job, f"{status.get('state')}: {status.get('error') or 'no error recorded'}"))
+    return done, failed

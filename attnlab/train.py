@@ -1,0 +1,392 @@
+"""The Hydra task behind ``attnlab train``: build a reader, train it, validate, checkpoint, log.
+
+Everything a run leaves is in its run directory (Hydra's output dir; no chdir): the composed
+config (``.hydra/``), ``checkpoints/last.pt`` and ``best.pt``, TensorBoard events (``tb/``),
+``train.log``, ``history.csv``, ``status.json`` and, when finished, ``metrics.json``.
+A run restarted on the same directory (a cluster requeue) continues from ``last.pt``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from attnlab import checkpoint, tokens
+from attnlab.config import ExperimentConfig, Reader, seen_lengths
+from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
+from attnlab.errors import UserError
+from attnlab.evaluate import quick_scores, read_strips
+from attnlab.io import write_json, write_text
+from attnlab.models.readers import build_reader, count_parameters
+from attnlab.runtime import resolve_device, set_threads
+
+log = logging.getLogger("attnlab.train")
+
+
+class NonFiniteLoss(UserError):
+    pass
+
+
+@hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
+def main(cfg: DictConfig) -> dict[str, Any]:
+    """``attnlab train``: one run in Hydra's output directory."""
+    return train(cfg, hydra_run_dir())
+
+
+def hydra_run_dir() -> Path:
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def in_multirun() -> bool:
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:  # not under Hydra
+        return False
+
+
+def plain_config(cfg: DictConfig | ExperimentConfig) -> dict[str, Any]:
+    """The config as plain Python values (enums as strings), for checkpoints and JSON."""
+    return OmegaConf.to_container(  # type: ignore[return-value]
+        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
+        resolve=True,
+        enum_to_str=True,
+    )
+
+
+def write_status(run_dir: Path, state: str, step: int, error: str | None = None) -> None:
+    write_json(run_dir / "status.json", {"state": state, "step": step, "error": error})
+
+
+@dataclass
+class Best:
+    step: int = -1
+    exact_acc: float = -1.0
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def lr_factor(step: int, warmup: int, total: int, floor: float) -> float:
+    """Linear warm-up, then cosine decay to ``floor`` of the peak learning rate."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class Trainer:
+    """One training run; ``run()`` returns the final metrics."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.ckpt_dir = run_dir / "checkpoints"
+        t = cfg.train
+        if t.steps < 1 or t.batch_size < 1 or t.accumulate < 1:
+            raise UserError("train.steps, train.batch_size and train.accumulate must be >= 1")
+        set_threads(t.threads)
+        self.device = resolve_device(t.device)
+        self.seen = seen_lengths(cfg.data)
+        self.synth = StripSynth(cfg.data)
+        torch.manual_seed(cfg.seed)
+        self.model = build_reader(cfg.model, cfg.data.height).to(self.device)
+        self.params = count_parameters(self.model)
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
+        )
+        o = cfg.optim
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda s: lr_factor(s, o.warmup_steps, t.steps, o.min_lr_ratio)
+        )
+        self.stream = TrainStream(
+            self.synth, self.seen, t.batch_size, set_seed(cfg.seed, "train", 0)
+        )
+        self.val_sets = {n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen}
+        self.step = 0
+        self.best = Best()
+        self.history: list[dict[str, Any]] = []
+        self.last_val: dict[str, Any] = {}
+        self.autocast = self.device.type == "cuda" and bool(t.bf16)
+        self.forward = torch.compile(self.model) if t.compile else self.model
+        self.writer = None
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "reader": Reader(self.cfg.model.name).value,
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(),
+            "step": self.step,
+            "rng": {"torch": torch.get_rng_state(), "stream": self.stream.state()},
+            "config": plain_config(self.cfg),
+            "history": self.history,
+            "best": {"step": self.best.step, "exact_acc": self.best.exact_acc},
+            "best_metrics": self.best.metrics,
+            "val": self.last_val,
+            "params": self.params,
+        }
+
+    def resume(self) -> bool:
+        last = self.ckpt_dir / "last.pt"
+        if not last.exists():
+            return False
+        ckpt = checkpoint.load(last)
+        saved, now = ckpt.get("config", {}), plain_config(self.cfg)
+        for section in ("model", "data"):
+            if saved.get(section) != now[section]:
+                raise UserError(
+                    f"{last}: this run directory holds a checkpoint trained with another "
+                    f"{section} config; use a new run directory (or the same config to resume)"
+                )
+        checkpoint.load_weights(self.model, ckpt, last)
+        self.opt.load_state_dict(ckpt["optimizer"])
+        self.sched.load_state_dict(ckpt["scheduler"])
+        self.step = int(ckpt["step"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        self.stream.load_state(ckpt["rng"]["stream"])
+        self.history = list(ckpt.get("history", []))
+        self.best = Best(
+            int(ckpt["best"]["step"]), float(ckpt["best"]["exact_acc"]), ckpt.get("best_metrics", {})
+        )
+        self.last_val = ckpt.get("val", {})
+        log.info("resumed from %s at step %d", last, self.step)
+        return True
+
+    def save(self, name: str) -> None:
+        checkpoint.save(self.ckpt_dir / f"{name}.pt", self.payload())
+
+    def record(self, **values: float) -> None:
+        """Add values to the history row of the current step."""
+        if not self.history or self.history[-1]["step"] != self.step:
+            self.history.append({"step": self.step})
+        self.history[-1].update(values)
+
+    def write_history(self) -> None:
+        buf = io.StringIO()
+        cols = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for row in self.history:
+            w.writerow({c: row.get(c, "") for c in cols})
+        write_text(self.run_dir / "history.csv", buf.getvalue())
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def train_step(self) -> float:
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        acc = self.cfg.train.accumulate
+        total = 0.0
+        for _ in range(acc):
+            batch = self.stream.next()
+            inputs, targets = tokens.encode(batch.labels)
+            images = batch.images.to(self.device, non_blocking=True)
+            widths = batch.widths.to(self.device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+                logits, _ = self.forward(images, widths, inputs.to(self.device))
+            loss = torch.nn.functional.cross_entropy(
+                logits.float().reshape(-1, logits.shape[-1]),
+                targets.to(self.device).reshape(-1),
+                ignore_index=tokens.PAD,
+            )
+            (loss / acc).backward()
+            total += float(loss.detach()) / acc
+        if not math.isfinite(total):
+            raise NonFiniteLoss(
+                f"non-finite loss ({total}) at step {self.step + 1}; training stopped, the last "
+                f"good checkpoint is {self.ckpt_dir / 'last.pt'} (try a lower optim.lr)"
+            )
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
+        self.opt.step()
+        self.sched.step()
+        return total
+
+    def validate(self) -> dict[str, Any]:
+        by_length = {}
+        shown = []
+        for n, strips in self.val_sets.items():
+            r = read_strips(self.model, strips, self.device, 512, keep_weights=False)
+            exact, cer = quick_scores(strips.labels, r.texts)
+            by_length[str(n)] = {"exact_acc": exact, "cer": cer}
+            if n == max(self.seen):
+                shown = [
+                    (strips.labels[i], r.texts[i], float(r.confidence[i]))
+                    for i in range(min(self.cfg.train.examples_shown, len(strips)))
+                ]
+        exact = sum(v["exact_acc"] for v in by_length.values()) / len(by_length)
+        cer = sum(v["cer"] for v in by_length.values()) / len(by_length)
+        val = {"exact_acc": exact, "cer": cer, "by_length": by_length}
+        worst = min(by_length.items(), key=lambda kv: kv[1]["exact_acc"])
+        log.info(
+            "step %d validation: exact %.2f%%  CER %.2f%%  (worst: length %s at %.1f%%)",
+            self.step, 100 * exact, 100 * cer, worst[0], 100 * worst[1]["exact_acc"],
+        )  # fmt: skip
+        log.info("  truth | reading | confidence")
+        for truth, reading, conf in shown:
+            mark = "" if truth == reading else "   <- wrong"
+            log.info("  %s | %s | %.3f%s", truth, reading or "(empty)", conf, mark)
+        if self.writer is not None:
+            self.writer.add_scalar("val/exact_acc", exact, self.step)
+            self.writer.add_scalar("val/cer", cer, self.step)
+            for n, v in by_length.items():
+                self.writer.add_scalar(f"val_exact_acc/len{int(n):02d}", v["exact_acc"], self.step)
+                self.writer.add_scalar(f"val_cer/len{int(n):02d}", v["cer"], self.step)
+            self.log_attention_images()
+        return val
+
+    def log_attention_images(self) -> None:
+        if Reader(self.cfg.model.name) is not Reader.attention or not self.cfg.train.maps_logged:
+            return
+        strips = self.val_sets[max(self.seen)].select(range(self.cfg.train.maps_logged))
+        r = read_strips(self.model, strips, self.device, 64)
+        for i, w in enumerate(r.weights or []):
+            img = torch.from_numpy(w).float()
+            img = img / img.amax().clamp(min=1e-6)
+            img = img.repeat_interleave(8, 0).repeat_interleave(4, 1)[None]  # (1, S*8, T*4)
+            self.writer.add_image(f"attention/{i}_{strips.labels[i]}", img, self.step)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        from torch.utils.tensorboard import SummaryWriter
+
+        t = self.cfg.train
+        resumed = self.resume()
+        write_status(self.run_dir, "running", self.step)
+        self.writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.step or None)
+        log.info(
+            "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",
+            self.cfg.model.name.value if hasattr(self.cfg.model.name, "value") else self.cfg.model.name,
+            self.params, _lengths_label(self.seen), self.device, t.steps,
+            t.batch_size * t.accumulate, f" (resumed at step {self.step})" if resumed else "",
+        )  # fmt: skip
+        if self.step == 0:
+            self.last_val = self.validate()
+            self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
+        start_time, start_step = time.time(), self.step
+        progress = _Progress(t.steps, self.step, _use_rich(t.progress))
+        try:
+            while self.step < t.steps:
+                loss = self.train_step()
+                self.step += 1
+                lr = self.sched.get_last_lr()[0]
+                progress.update(self.step, loss, self.last_val.get("exact_acc"))
+                if self.step % t.log_every == 0 or self.step == t.steps:
+                    self.writer.add_scalar("train/loss", loss, self.step)
+                    self.writer.add_scalar("train/lr", lr, self.step)
+                    self.record(loss=loss, lr=lr)
+                    if not progress.rich:
+                        rate = (self.step - start_step) * t.batch_size * t.accumulate / max(
+                            1e-9, time.time() - start_time
+                        )
+                        log.info(
+                            "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
+                            self.step, t.steps, loss, lr, rate,
+                        )  # fmt: skip
+                if self.step % t.val_every == 0 or self.step == t.steps:
+                    self.last_val = self.validate()
+                    self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
+                    if self.last_val["exact_acc"] > self.best.exact_acc:
+                        self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
+                        self.save("best")
+                if self.step % t.checkpoint_every == 0 or self.step == t.steps:
+                    self.save("last")
+                    self.write_history()
+        finally:
+            progress.close()
+            self.writer.flush()
+        elapsed = time.time() - start_time
+        metrics = {
+            "reader": Reader(self.cfg.model.name).value,
+            "step": self.step,
+            "params": self.params,
+            "elapsed_s": round(elapsed, 2),
+            "strips_per_s": round((self.step - start_step) * t.batch_size * t.accumulate / max(elapsed, 1e-9), 1),
+            "seen_lengths": self.seen,
+            "val": self.last_val,
+            "best": {"step": self.best.step, "exact_acc": self.best.exact_acc},
+        }
+        write_json(self.run_dir / "metrics.json", metrics)
+        self.write_history()
+        self.writer.close()
+        log.info(
+            "done: step %d, validation exact %.2f%% CER %.2f%%, best exact %.2f%% at step %d; %s",
+            self.step, 100 * self.last_val["exact_acc"], 100 * self.last_val["cer"],
+            100 * self.best.exact_acc, self.best.step, self.run_dir,
+        )  # fmt: skip
+        return metrics
+
+
+def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Train in ``run_dir`` (resuming from its last.pt if there is one); status.json says how
+    it went, whatever happens."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    step = 0
+    trainer = None
+    try:
+        trainer = Trainer(cfg, run_dir)
+        metrics = trainer.run()
+    except BaseException as err:
+        step = trainer.step if trainer is not None else 0
+        reason = "interrupted" if isinstance(err, KeyboardInterrupt) else f"{type(err).__name__}: {err}"
+        write_status(run_dir, "failed", step, reason)
+        raise
+    write_status(run_dir, "complete", metrics["step"])
+    return metrics
+
+
+def _lengths_label(seen: list[int]) -> str:
+    if seen == list(range(seen[0], seen[-1] + 1)):
+        return f"{seen[0]}-{seen[-1]}"
+    return ",".join(map(str, seen))
+
+
+def _use_rich(mode: str) -> bool:
+    if mode == "plain":
+        return False
+    if mode == "rich":
+        return True
+    return sys.stdout.isatty() and not in_multirun()
+
+
+class _Progress:
+    """A rich progress bar on a terminal; nothing (plain log lines instead) elsewhere."""
+
+    def __init__(self, total: int, done: int, rich: bool):
+        self.rich = rich
+        if not rich:
+            return
+        from rich.progress import (
+            BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+            TimeRemainingColumn,
+        )  # fmt: skip
+
+        self.bar = Progress(
+            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), TextColumn("val exact {task.fields[acc]}"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+        )  # fmt: skip
+        self.task = self.bar.add_task("train", total=total, completed=done, loss="-", acc="-")
+        self.bar.start()
+
+    def update(self, step: int, loss: float, acc: float | None) -> None:
+        if self.rich:
+            shown = "-" if acc is None else f"{100 * acc:.1f}%"
+            self.bar.update(self.task, completed=step, loss=f"{loss:.4f}", acc=shown)
+
+    def close(self) -> None:
+        if self.rich:
+            self.bar.stop()

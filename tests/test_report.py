@@ -1,0 +1,398 @@
+"""attnlab.report on hand-made run directories: discovery, seed aggregation, files written."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from attnlab import report
+from attnlab.report import ReportError, aggregate, build_report, discover_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL_HEADER = (
+    "length,split,n,exact_acc,exact_lo,exact_hi,cer,cer_lo,cer_hi,sub,ins,del,ref_chars,"
+    "len_err,mean_conf,align,entropy"
+)
+
+
+def _png(path: Path, seed: int = 0) -> None:
+    """A tiny real PNG (a random 'attention map')."""
+    import matplotlib.image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    matplotlib.image.imsave(path, rng.random((8, 24)), cmap="viridis")
+
+
+def write_run(
+    run_dir: Path,
+    *,
+    seed: int,
+    reader: str = "attention",
+    train: tuple[int, int] = (1, 8),
+    train_set: list[int] | None = None,
+    state: str | None = "complete",
+    error: str | None = None,
+    metrics: bool = True,
+    acc: dict[int, float] | None = None,
+    cer: dict[int, float] | None = None,
+    eval_name: str | None = "synthetic-greedy",
+    lengths: range = range(1, 17),
+    maps: dict[int, tuple[int, int]] | None = None,
+    history: bool = True,
+) -> Path:
+    """Write a run directory in the on-disk formats of train.py and evaluate.py.
+
+    `acc`/`cer` map length -> value (default: 1.0 / 0.0); `maps` maps length -> (n correct,
+    n failure) attention-map PNGs. Pass eval_name=None for a run without evaluation.
+    """
+    hydra = run_dir / ".hydra"
+    hydra.mkdir(parents=True)
+    config = {
+        "seed": seed,
+        "model": {"name": reader, "hidden": 64},
+        "data": {"train_lengths": list(train), "train_length_set": train_set, "height": 32},
+        "train": {"steps": 1500, "lr": 0.001},
+    }
+    (hydra / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (hydra / "hydra.yaml").write_text("hydra:\n  run:\n    dir: .\n")
+    (hydra / "overrides.yaml").write_text(yaml.safe_dump([f"seed={seed}", f"model={reader}"]))
+    if state is not None:
+        status = {"state": state, "step": 1500 if state == "complete" else 700, "error": error}
+        (run_dir / "status.json").write_text(json.dumps(status))
+    acc = acc or {}
+    cer = cer or {}
+    seen = set(train_set) if train_set is not None else set(range(train[0], train[1] + 1))
+    if metrics:
+        by_length = {
+            str(n): {"exact_acc": acc.get(n, 1.0), "cer": cer.get(n, 0.0)} for n in sorted(seen)
+        }
+        m = {
+            "reader": reader,
+            "step": 1500,
+            "params": 123456,
+            "elapsed_s": 88.1,
+            "val": {"exact_acc": 0.99, "cer": 0.001, "by_length": by_length},
+        }
+        (run_dir / "metrics.json").write_text(json.dumps(m))
+    if history:
+        rows = ["step,loss,lr,val_exact_acc,val_cer", "0,,0.001,0.0,0.9"]
+        for step in range(100, 1501, 100):
+            loss = 2.3 * math.exp(-step / (400 + 50 * seed))
+            val = f"{min(1.0, step / 1200):.3f},{max(0.0, 0.9 - step / 1300):.3f}"
+            rows.append(f"{step},{loss:.4f},0.001," + (val if step % 500 == 0 else ","))
+        (run_dir / "history.csv").write_text("\n".join(rows) + "\n")
+    if eval_name is not None:
+        ev = run_dir / "eval" / eval_name
+        ev.mkdir(parents=True)
+        info = {
+            "name": eval_name,
+            "source": "synthetic",
+            "decoding": "greedy",
+            "reader": reader,
+            "seen_lengths": sorted(seen),
+            "lengths": list(lengths),
+            "n_per_length": 100,
+        }
+        (ev / "eval.json").write_text(json.dumps(info))
+        lines = [EVAL_HEADER]
+        totals: dict[str, list[tuple[float, float]]] = {"seen": [], "unseen": []}
+        for n in lengths:
+            split = "seen" if n in seen else "unseen"
+            a, c = acc.get(n, 1.0), cer.get(n, 0.0)
+            totals[split].append((a, c))
+            align = "" if reader == "fixed" else "0.9"
+            lines.append(
+                f"{n},{split},100,{a},{a},{a},{c},{c},{c},0,0,0,{100 * n},0.0,0.95,{align},{align}"
+            )
+        for split, vals in totals.items():
+            if vals:
+                a = sum(v[0] for v in vals) / len(vals)
+                c = sum(v[1] for v in vals) / len(vals)
+                lines.append(f"all,{split},{100 * len(vals)},{a},{a},{a},{c},{c},{c},0,0,0,1,0,1,,")
+        (ev / "metrics_by_length.csv").write_text("\n".join(lines) + "\n")
+        (ev / "metrics_by_length.md").write_text("| length |\n|---|\n")
+        if maps and reader == "attention":
+            for n, (n_ok, n_bad) in maps.items():
+                for i in range(n_ok):
+                    _png(ev / "maps" / f"len{n:02d}_correct_{i}.png", seed=n * 10 + i)
+                for i in range(n_bad):
+                    _png(ev / "maps" / f"len{n:02d}_failure_{i}.png", seed=n * 10 + i + 5)
+            _png(ev / "attention_summary.png", seed=99)
+    return run_dir
+
+
+def write_sweep(sweep: Path, jobs: list[dict]) -> Path:
+    """A Hydra multirun directory: multirun.yaml at the top, jobs in 0/, 1/, ..."""
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra:\n  mode: MULTIRUN\n")
+    for i, job in enumerate(jobs):
+        write_run(sweep / str(i), **job)
+    return sweep
+
+
+def _row(agg: pd.DataFrame, **where) -> pd.Series:
+    mask = np.ones(len(agg), dtype=bool)
+    for key, value in where.items():
+        mask &= (agg[key] == value).to_numpy()
+    assert mask.sum() == 1, f"{mask.sum()} rows match {where}"
+    return agg[mask].iloc[0]
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def test_discovery_finds_single_runs_and_sweep_jobs(tmp_path):
+    write_run(tmp_path / "outputs/2024-05-01/10-00-00", seed=0)
+    write_run(tmp_path / "outputs/2024-05-01/11-00-00", seed=1, reader="fixed", eval_name=None)
+    write_sweep(
+        tmp_path / "multirun/2024-05-02/09-00-00",
+        [{"seed": s, "train_set": [2, 4, 6]} for s in range(3)],
+    )
+    # a report or eval tree holding a copied .hydra must not count as a run
+    for stray in ("outputs/2024-05-01/10-00-00/eval/synthetic-greedy/copy", "outputs/report"):
+        (tmp_path / stray / ".hydra").mkdir(parents=True)
+        (tmp_path / stray / ".hydra/config.yaml").write_text("seed: 9\n")
+
+    runs = discover_runs([tmp_path / "outputs", tmp_path / "multirun"])
+    assert len(runs) == 5
+    by_seed = {(r.train, r.seed): r for r in runs}
+    single = by_seed[("1-8", 0)]
+    assert single.reader == "attention" and single.status == "complete"
+    assert single.seen_lengths == list(range(1, 9))
+    assert single.evals == ["synthetic-greedy"] and single.problems == []
+    assert single.sweep is None
+    job = by_seed[("2,4,6", 2)]
+    assert job.seen_lengths == [2, 4, 6]
+    assert job.sweep == (tmp_path / "multirun/2024-05-02/09-00-00").resolve()
+    assert by_seed[("1-8", 1)].problems == ["no evaluation"]
+
+
+def test_discovery_of_nothing_and_of_a_missing_path(tmp_path):
+    assert discover_runs([tmp_path]) == []
+    with pytest.raises(ReportError, match="no runs found under"):
+        build_report([tmp_path], tmp_path / "report")
+    with pytest.raises(ReportError, match="no such file or directory"):
+        discover_runs([tmp_path / "nope"])
+
+
+def test_problems_of_incomplete_runs(tmp_path):
+    write_run(tmp_path / "a", seed=0, state="failed", error="CUDA out of memory", metrics=False,
+              eval_name=None)  # fmt: skip
+    write_run(tmp_path / "b", seed=1, state="running", metrics=False, eval_name=None)
+    write_run(tmp_path / "c", seed=2, state=None)
+    (tmp_path / "d/.hydra").mkdir(parents=True)
+    (tmp_path / "d/.hydra/config.yaml").write_text("seed: 3\n")
+    write_run(tmp_path / "e", seed=4)
+    (tmp_path / "e/metrics.json").write_text("{not json")
+    csv = tmp_path / "e/eval/synthetic-greedy/metrics_by_length.csv"
+    csv.write_text(csv.read_text().replace("\n3,seen", "\nthree,seen"))
+    (tmp_path / "f/.hydra").mkdir(parents=True)
+    (tmp_path / "f/.hydra/config.yaml").write_text("seed: [unclosed\n")
+    runs = {r.path.name: r for r in discover_runs([tmp_path])}
+    assert runs["e"].problems[0].startswith("unreadable metrics.json")
+    assert runs["e"].problems[1] == (
+        "eval/synthetic-greedy: metrics_by_length.csv has bad length 'three'"
+    )
+    assert runs["e"].evals == []
+    assert runs["f"].problems[0].startswith("unreadable .hydra/config.yaml")
+    build_report([tmp_path], tmp_path / "report")  # broken runs are listed, never a crash
+    assert "has bad length" in (tmp_path / "report/summary.md").read_text()
+    assert runs["a"].status == "failed"
+    assert runs["a"].problems == [
+        "failed: CUDA out of memory",
+        "no metrics.json",
+        "no evaluation",
+    ]
+    assert runs["b"].problems[0] == "running (step 700)"
+    assert runs["c"].status == "unknown" and runs["c"].problems == ["no status.json"]
+    assert runs["c"].evals == ["synthetic-greedy"]  # its evaluation still counts
+    assert runs["d"].seed == 3 and runs["d"].reader is None
+    assert "config lacks model.name" in runs["d"].problems
+    assert "no evaluation" in runs["d"].problems
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+def test_t_quantiles():
+    assert report.t_quantile_975(1) == pytest.approx(12.706, abs=1e-3)
+    assert report.t_quantile_975(4) == pytest.approx(2.776, abs=1e-3)
+    assert report.t_quantile_975(30) == pytest.approx(2.042, abs=1e-3)
+    assert report.t_quantile_975(50) == pytest.approx(2.009, abs=2e-3)  # table: 2.0086
+    assert report.t_quantile_975(10**6) == pytest.approx(1.960, abs=1e-3)
+
+
+def test_three_seeds_give_mean_and_min_max(tmp_path):
+    for seed, a in enumerate([0.9, 0.8, 0.7]):
+        write_run(tmp_path / f"r{seed}", seed=seed, acc={12: a}, cer={12: (1 - a) / 4})
+    agg = aggregate(discover_runs([tmp_path]))
+    assert list(agg.columns) == report.AGG_COLUMNS
+    row = _row(agg, train="1-8", reader="attention", eval="synthetic-greedy", length=12)
+    assert row["split"] == "unseen" and row["n_seeds"] == 3 and row["interval"] == "min-max"
+    assert row["exact_acc"] == pytest.approx(0.8)
+    assert (row["exact_lo"], row["exact_hi"]) == pytest.approx((0.7, 0.9))
+    assert row["cer"] == pytest.approx(0.05)
+    assert (row["cer_lo"], row["cer_hi"]) == pytest.approx((0.025, 0.075))
+    seen = _row(agg, reader="attention", length=3)
+    assert seen["split"] == "seen" and seen["exact_acc"] == 1.0
+    # totals rows keep the "all" label, one per split
+    assert set(agg.loc[agg["length"] == "all", "split"]) == {"seen", "unseen"}
+
+
+def test_five_seeds_give_a_t_interval(tmp_path):
+    values = [0.90, 0.80, 0.70, 0.60, 0.50]
+    for seed, a in enumerate(values):
+        write_run(tmp_path / f"r{seed}", seed=seed, acc={10: a})
+    row = _row(aggregate(discover_runs([tmp_path])), length=10)
+    # mean 0.70; sample sd = sqrt(0.1 / 4) = 0.158114; se = sd / sqrt(5) = 0.070711;
+    # t(0.975, 4) = 2.7764 -> half width 0.196322
+    assert row["n_seeds"] == 5 and row["interval"] == "t95"
+    assert row["exact_acc"] == pytest.approx(0.70)
+    assert row["exact_lo"] == pytest.approx(0.70 - 0.196322, abs=1e-5)
+    assert row["exact_hi"] == pytest.approx(0.70 + 0.196322, abs=1e-5)
+    # identical seeds: zero-width interval
+    same = _row(aggregate(discover_runs([tmp_path])), length=3)
+    assert (same["exact_lo"], same["exact_hi"], same["interval"]) == (1.0, 1.0, "t95")
+
+
+def test_aggregate_filters_by_eval_name(tmp_path):
+    write_run(tmp_path / "a", seed=0, eval_name="synthetic-greedy")
+    write_run(tmp_path / "b", seed=1, eval_name="synthetic-beam4")
+    runs = discover_runs([tmp_path])
+    assert set(aggregate(runs)["eval"]) == {"synthetic-greedy", "synthetic-beam4"}
+    assert set(aggregate(runs, "synthetic-beam4")["eval"]) == {"synthetic-beam4"}
+    empty = aggregate(runs, "nope")
+    assert empty.empty and list(empty.columns) == report.AGG_COLUMNS
+
+
+# --------------------------------------------------------------------------- build_report
+
+
+def _partial_sweep(root: Path) -> Path:
+    return write_sweep(
+        root,
+        [
+            {"seed": 0, "acc": {9: 0.6}},
+            {"seed": 1, "acc": {9: 0.4}},
+            {"seed": 2, "metrics": False, "eval_name": None, "state": "running"},
+            {"seed": 3, "state": "failed", "error": "loss is NaN", "eval_name": None},
+            {"seed": 0, "reader": "fixed", "acc": {9: 0.1, 8: 0.5}},
+        ],
+    )
+
+
+def test_partial_sweep_is_reported_not_dropped(tmp_path):
+    sweep = _partial_sweep(tmp_path / "multirun/2024-05-02/09-00-00")
+    index = build_report([tmp_path / "multirun"], tmp_path / "report")
+    out = tmp_path / "report"
+    assert index == out / "index.html"
+    agg = pd.read_csv(out / "summary.csv", dtype={"length": str})
+    row = agg[(agg["reader"] == "attention") & (agg["length"] == "9")].iloc[0]
+    assert row["n_seeds"] == 2 and row["exact_acc"] == pytest.approx(0.5)
+    assert row["interval"] == "min-max"
+
+    md = (out / "summary.md").read_text()
+    assert "## Incomplete or failed runs" in md
+    assert "failed: loss is NaN" in md and "running (step 700)" in md
+    assert str(sweep / "2") in md and str(sweep / "3") in md
+    assert "| 9 " in md and "50.0 [40.0, 60.0]" in md  # attention at length 9, in percent
+    assert "min-max over seeds" in md
+
+    page = index.read_text()
+    assert "failed: loss is NaN" in page and "no evaluation" in page
+    assert 'class="badge failed"' in page and 'class="badge running"' in page
+    # no stray temp files: every file was written whole then renamed
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert {p.name for p in out.glob("*.png")} == {"accuracy_1_8_synthetic_greedy.png",
+                                                   "training_1_8.png"}  # fmt: skip
+
+
+def test_two_sweeps_together_and_html_content(tmp_path):
+    write_sweep(
+        tmp_path / "multirun/2024-05-01/08-00-00",
+        [{"seed": s, "acc": {9: 0.9 - 0.1 * s}, "maps": {3: (2, 1), 9: (1, 2)}} for s in range(2)],
+    )
+    write_sweep(
+        tmp_path / "multirun/2024-05-03/08-00-00",
+        [{"seed": 2, "acc": {9: 0.7}}]
+        + [{"seed": s, "train_set": [2, 4, 6], "reader": "fixed"} for s in range(2)],
+    )
+    write_run(tmp_path / "outputs/2024-05-04/12-00-00", seed=5, reader="fixed", train=(1, 4))
+    index = build_report(
+        [tmp_path / "multirun/2024-05-01", tmp_path / "multirun/2024-05-03", tmp_path / "outputs"],
+        tmp_path / "report",
+    )
+    agg = pd.read_csv(tmp_path / "report/summary.csv", dtype={"length": str})
+    row = agg[(agg["train"] == "1-8") & (agg["reader"] == "attention") & (agg["length"] == "9")]
+    assert row["n_seeds"].item() == 3  # seeds from both sweeps
+    assert row["exact_acc"].item() == pytest.approx(0.8)
+    assert set(agg["train"]) == {"1-8", "2,4,6", "1-4"}
+
+    md = (tmp_path / "report/summary.md").read_text()
+    assert md.count("## Trained on lengths") == 3  # one table per training range
+    assert md.index("lengths 1-4") < md.index("lengths 1-8") < md.index("lengths 2,4,6")
+
+    page = index.read_text()
+    assert page.count("data:image/png;base64,") >= 3 + 3 + 2 * (3 + 3 + 1)
+    assert "len03_correct_1.png" in page and "len09_failure_1.png" in page
+    assert page.count("<details") >= 6
+    assert "train_length_set:" in page and "train_lengths:" in page  # configs are shown
+    for sweep in ("2024-05-01/08-00-00", "2024-05-03/08-00-00"):
+        assert page.count(sweep) >= 2  # runs table + config of every job
+    assert "src=" in page and 'src="maps/' not in page  # nothing links outside the file
+
+
+def test_html_escapes_inserted_text(tmp_path):
+    write_run(tmp_path / "r", seed=0, state="failed", error="<script>alert(1)</script>",
+              eval_name="x<y>")  # fmt: skip
+    page = build_report([tmp_path], tmp_path / "report").read_text()
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "x&lt;y&gt;" in page
+
+
+def test_check_report_script(tmp_path):
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no Chromium binary on PATH (chromium, chromium-browser, google-chrome)")
+    write_run(tmp_path / "runs/a", seed=0, acc={9: 0.5}, maps={9: (1, 1)})
+    write_run(tmp_path / "runs/b", seed=0, reader="fixed", acc={9: 0.2})
+    build_report([tmp_path / "runs"], tmp_path / "report")
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/check_report.sh"), str(tmp_path / "report"), str(shot)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(shot)
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)
+    assert pixels.shape[0] == 3000 and pixels.shape[1] == 1400
+    assert pixels[..., :3].std() > 0.05  # not a blank page
+
+
+def test_check_report_script_without_browser(tmp_path):
+    write_run(tmp_path / "runs/a", seed=0)
+    build_report([tmp_path / "runs"], tmp_path / "report")
+    proc = subprocess.run(
+        [
+            shutil.which("bash") or "/bin/bash",
+            str(ROOT / "scripts/check_report.sh"),
+            str(tmp_path / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/nonexistent:/usr/bin/true-only", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 1
+    assert "no Chromium found" in proc.stderr
