@@ -205,9 +205,11 @@ class Trainer:
             (loss / acc).backward()
             total += float(loss.detach()) / acc
         if not math.isfinite(total):
+            last = self.ckpt_dir / "last.pt"
+            kept = f"the last good checkpoint is {last}" if last.exists() else "no checkpoint yet"
             raise NonFiniteLoss(
-                f"non-finite loss ({total}) at step {self.step + 1}; training stopped, the last "
-                f"good checkpoint is {self.ckpt_dir / 'last.pt'} (try a lower optim.lr)"
+                f"non-finite loss ({total}) at step {self.step + 1}: training stopped, {kept} "
+                f"(try a lower optim.lr)"
             )
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
         self.opt.step()

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A short, prepared check of attnlab on a machine with a CUDA GPU (a few minutes).
+#
+#   scripts/gpu_check.sh                          # outputs under /tmp/attnlab_gpu_check
+#   OUT_DIR=/some/dir scripts/gpu_check.sh        # outputs elsewhere
+#   PYTHON=.venv/bin/python scripts/gpu_check.sh  # another interpreter (attnlab installed in it)
+#
+# Run from anywhere; it installs nothing: attnlab and a CUDA build of torch must already be
+# installed for $PYTHON. It
+#   1. prints nvidia-smi and the torch / CUDA versions (exit 1 if torch sees no CUDA device);
+#   2. trains the attention reader, then the fixed reader, with `preset=gpu` for 300 steps
+#      (validation every 100) into $OUT_DIR/gpu_run/{attention,fixed}, and prints each run's
+#      training throughput (strips/s, from its metrics.json) and validation accuracy;
+#   3. runs `scripts/bench.py --only train,eval --device cuda`, evaluating the attention run
+#      just trained, which prints strips/s and peak GPU memory (torch.cuda.max_memory_allocated)
+#      and writes them to $OUT_DIR/bench.json.
+# Earlier outputs of this script under $OUT_DIR are replaced.
+set -euo pipefail
+
+OUT_DIR=${OUT_DIR:-/tmp/attnlab_gpu_check}
+PYTHON=${PYTHON:-python}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    echo "gpu_check: no Python interpreter '$PYTHON' (set PYTHON=...)" >&2
+    exit 1
+fi
+# The attnlab command next to the interpreter (a venv), else the one on PATH.
+ATTNLAB=$(dirname "$(command -v "$PYTHON")")/attnlab
+[[ -x "$ATTNLAB" ]] || ATTNLAB=$(command -v attnlab || true)
+if [[ -z "$ATTNLAB" ]]; then
+    echo "gpu_check: the attnlab command is not installed (pip install -e . first)" >&2
+    exit 1
+fi
+
+echo "== GPU"
+if ! "$PYTHON" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    echo "gpu_check: torch sees no CUDA device here (torch $("$PYTHON" -c \
+        'import torch; print(torch.__version__)' 2>/dev/null || echo '?')); this check needs" \
+        "a CUDA GPU and a CUDA build of torch" >&2
+    exit 1
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi
+else
+    echo "(nvidia-smi not on PATH)"
+fi
+"$PYTHON" - <<'EOF'
+import torch
+print(f"torch {torch.__version__}  CUDA {torch.version.cuda}  cuDNN {torch.backends.cudnn.version()}")
+print(f"device 0: {torch.cuda.get_device_name(0)}  bf16 {torch.cuda.is_bf16_supported()}")
+EOF
+
+mkdir -p "$OUT_DIR"
+rm -rf "$OUT_DIR/gpu_run/attention" "$OUT_DIR/gpu_run/fixed" "$OUT_DIR/bench.json"
+
+for reader in attention fixed; do
+    run="$OUT_DIR/gpu_run/$reader"
+    echo
+    echo "== train: $reader reader, preset=gpu, 300 steps -> $run"
+    start=$(date +%s)
+    "$ATTNLAB" train preset=gpu "model=$reader" train.steps=300 train.val_every=100 \
+        train.checkpoint_every=300 train.progress=plain "hydra.run.dir=$run"
+    echo "($reader: $(($(date +%s) - start)) s wall, start-up and validation included)"
+    "$PYTHON" - "$run/metrics.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(
+    f"{m['reader']}: {m['strips_per_s']:,.0f} strips/s over {m['step']} steps "
+    f"({m['elapsed_s']} s, validation included); validation exact "
+    f"{100 * m['val']['exact_acc']:.1f}%, CER {100 * m['val']['cer']:.2f}%"
+)
+EOF
+done
+
+echo
+echo "== bench: train and eval on cuda"
+cd "$ROOT"
+"$PYTHON" scripts/bench.py --only train,eval --device cuda \
+    --run "$OUT_DIR/gpu_run/attention" --json "$OUT_DIR/bench.json"
+
+echo
+echo "gpu_check: done; runs in $OUT_DIR/gpu_run, figures in $OUT_DIR/bench.json"

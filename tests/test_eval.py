@@ -1,0 +1,114 @@
+"""`attnlab eval` and `attnlab read` end to end on a tiny trained run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+
+def attnlab(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for kind in ("attention", "fixed"):
+        run = root / kind
+        res = attnlab(
+            "train", "preset=tiny", f"model={kind}", "train.progress=plain",
+            f"hydra.run.dir={run}", cwd=root,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        out[kind] = run
+    return out
+
+
+def test_eval_writes_per_length_tables_and_maps(runs, tmp_path):
+    run = runs["attention"]
+    res = attnlab("eval", run, "eval.n=30", "eval.maps_k=2", "eval.map_lengths=[2,5]", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = run / "eval" / "synthetic-greedy"
+    table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
+    per_length = table[table.length != "all"]
+    assert per_length.length.astype(int).tolist() == [1, 2, 3, 4, 5, 6]  # 1 .. 2 x longest seen
+    assert per_length.split.tolist() == ["seen"] * 3 + ["unseen"] * 3
+    assert per_length.n.tolist() == [30] * 6
+    totals = table[table.length == "all"].set_index("split")
+    assert totals.loc["seen", "n"] == 90 and totals.loc["unseen", "n"] == 90
+    assert ((table.exact_lo <= table.exact_acc) & (table.exact_acc <= table.exact_hi)).all()
+    assert (out / "metrics_by_length.md").read_text().count("|") > 20
+    meta = json.loads((out / "eval.json").read_text())
+    assert meta["reader"] == "attention" and meta["seen_lengths"] == [1, 2, 3]
+    # k correct and k failures per map length, or a statement that there are fewer.
+    for n in (2, 5):
+        for kind in ("correct", "failure"):
+            drawn = sorted((out / "maps").glob(f"len{n:02d}_{kind}_*.png"))
+            row = per_length[per_length.length == str(n)].iloc[0]
+            available = round(row.exact_acc * 30) if kind == "correct" else 30 - round(row.exact_acc * 30)
+            assert len(drawn) == min(2, available)
+            if available < 2:
+                assert f"length {n}: only {available} {kind}" in res.stdout
+            for png in drawn:
+                with Image.open(png) as im:
+                    assert im.width > 200 and im.height > 100
+    assert (out / "attention_summary.png").stat().st_size > 1000
+    assert "seen total" in res.stdout
+
+
+def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path):
+    res = attnlab("eval", runs["fixed"], "eval.n=10", "--beam", "2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = runs["fixed"] / "eval" / "synthetic-beam2"
+    assert (out / "metrics_by_length.csv").is_file()
+    assert not (out / "maps").exists()
+    assert "no attention maps" in res.stdout
+
+
+def test_eval_on_an_exported_folder(runs, tmp_path):
+    folder = tmp_path / "strips"
+    assert attnlab("data", "export", folder, "--n", "12", "--lengths", "2-4", cwd=tmp_path).returncode == 0
+    res = attnlab("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = runs["attention"] / "eval" / "folder-strips-greedy"
+    table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
+    assert table[table.length != "all"].n.sum() == 12
+
+
+def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path):
+    folder = tmp_path / "strips"
+    assert attnlab("data", "export", folder, "--n", "3", "--lengths", "2-3", cwd=tmp_path).returncode == 0
+    images = sorted(folder.glob("*.png"))
+    bad = tmp_path / "broken.png"
+    bad.write_text("not an image")
+    # A colour image of another height is read too.
+    with Image.open(images[0]) as im:
+        im.convert("RGB").resize((im.width * 2, im.height * 2)).save(tmp_path / "big.jpg")
+    maps = tmp_path / "maps"
+    res = attnlab(
+        "read", *images, bad, tmp_path / "big.jpg", "--run", runs["attention"],
+        "--attention", maps, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2  # one image could not be read
+    assert "broken.png" in res.stderr and "not a readable image" in res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    assert lines[0].split() == ["file", "reading", "confidence"]
+    assert len([ln for ln in lines if ln.startswith(str(tmp_path))]) == 4
+    assert len(list(maps.glob("*.png"))) == 4
+
+
+def test_bad_label_files_name_file_and_line(tmp_path, runs):
+    folder = tmp_path / "strips"
+    assert attnlab("data", "export", folder, "--n", "3", "--lengths", "2-2", cwd=tmp_path).returncode == 0
+    labels = folder / "labels.csv"
+    rows = labels.read_text().splitlines()
+    labels.write_text("\n".join([rows[0], rows[1], rows[2].split(",")[0] + ",12a", rows[3]]) + "\n")
+    res = attnlab("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    assert res.returncode == 2
+    assert f"{labels}:3:" in res.stderr and "12a" in res.stderr

@@ -1,0 +1,147 @@
+"""Readers: shapes, masks, padding independence, decoding, and a tiny reader that learns."""
+
+import pytest
+import torch
+
+from attnlab import tokens
+from attnlab.config import DataConfig, ModelConfig, Reader, Scorer
+from attnlab.data.strips import StripSynth, TrainStream
+from attnlab.models.attention import masked_softmax
+from attnlab.models.readers import beam_search, build_reader, count_parameters, greedy
+
+SMALL = dict(stem_channels=[], stride=2, hidden=16, dec_hidden=32, embed=8, attn_dim=16)
+
+
+def strips(lengths, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return StripSynth(DataConfig()).sample(torch.tensor(lengths), gen)
+
+
+def reader(kind: str, **kw) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return build_reader(ModelConfig(name=Reader(kind), **{**SMALL, **kw}), 32).eval()
+
+
+def test_tokens_round_trip_and_cut_after_eos():
+    inputs, targets = tokens.encode(["407", "1"])
+    assert inputs[0].tolist() == [tokens.BOS, 7, 3, 10]
+    assert targets[1].tolist() == [4, tokens.EOS, tokens.PAD, tokens.PAD]
+    ids = torch.tensor([[7, 3, tokens.EOS, 5, 6], [4, 4, 4, 4, 4]])
+    assert tokens.decode(ids) == ["40", "11111"]
+
+
+def test_masked_softmax_zeroes_padding_and_sums_to_one():
+    scores = torch.tensor([[1.0, 2.0, 3.0, 50.0], [0.0, 0.0, 9.0, 9.0]])
+    mask = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    w = masked_softmax(scores, mask)
+    assert torch.all(w[~mask] == 0)
+    assert torch.allclose(w.sum(-1), torch.ones(2))
+    assert torch.allclose(w[1, :2], torch.tensor([0.5, 0.5]))
+
+
+@pytest.mark.parametrize("scorer", list(Scorer))
+def test_attention_weights_shape_rows_and_padding(scorer):
+    s = strips([2, 7, 4])
+    m = reader("attention", scorer=scorer)
+    inputs, _ = tokens.encode(s.labels)
+    logits, weights = m(s.images, s.widths, inputs)
+    memory = m.encode(s.images, s.widths)
+    b, t = memory.mask.shape
+    assert logits.shape == (3, inputs.shape[1], tokens.VOCAB)
+    assert weights.shape == (3, inputs.shape[1], t)  # (B, steps, columns)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, inputs.shape[1]), atol=1e-5)
+    assert torch.all(weights.permute(0, 2, 1)[~memory.mask] == 0)
+    # Columns: ceil(width / stride) per strip.
+    assert memory.mask.sum(1).tolist() == [(int(w) + 3) // 4 for w in s.widths]
+
+
+def test_keys_are_projected_once_per_strip():
+    s = strips([3, 5])
+    m = reader("attention")
+    calls = []
+    m.attention.key.register_forward_hook(lambda *a: calls.append(1))
+    inputs, _ = tokens.encode(s.labels)
+    m(s.images, s.widths, inputs)
+    assert len(calls) == 1  # not once per output step
+
+
+@pytest.mark.parametrize("kind", ["fixed", "attention"])
+def test_a_strip_reads_the_same_alone_and_inside_a_padded_batch(kind):
+    s = strips([1, 9, 4, 6])  # strip 0 is much narrower than the batch
+    m = reader(kind)
+    with torch.no_grad():
+        batch = m.encode(s.images, s.widths)
+        read_batch = greedy(m, batch)
+        for i in range(len(s)):
+            one = s.select([i])
+            alone = m.encode(one.images, one.widths)
+            t = int(alone.mask.sum())
+            assert torch.allclose(batch.states[i, :t], alone.states[0], atol=1e-5)
+            assert torch.allclose(batch.summary[i], alone.summary[0], atol=1e-5)
+            read_alone = greedy(m, alone)
+            assert read_alone.texts[0] == read_batch.texts[i]
+            assert torch.allclose(read_alone.confidence[0], read_batch.confidence[i], atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["fixed", "attention"])
+def test_beam_of_width_one_is_greedy_and_wider_beams_score_at_least_as_high(kind):
+    s = strips([3, 6, 2, 8], seed=2)
+    m = reader(kind)
+    with torch.no_grad():
+        memory = m.encode(s.images, s.widths)
+        g = greedy(m, memory)
+        b1 = beam_search(m, memory, width=1)
+        b4 = beam_search(m, memory, width=4, alpha=0.0)  # unnormalised: maximises probability
+    assert g.texts == b1.texts
+    assert torch.allclose(g.confidence, b1.confidence)
+    assert torch.all(b4.confidence >= g.confidence - 1e-6)
+    if kind == "attention":
+        assert b4.weights is not None and b4.weights.shape[0] == 4
+
+
+def test_untrained_reading_stops_at_the_step_limit():
+    s = strips([2])
+    m = reader("attention")
+    with torch.no_grad():
+        memory = m.encode(s.images, s.widths)
+        out = greedy(m, memory)
+    assert len(out.texts[0]) <= int(memory.mask.sum())  # never more digits than columns
+
+
+def test_both_readers_share_the_encoder_and_have_comparable_sizes():
+    full = ModelConfig()
+    fixed = build_reader(ModelConfig(name=Reader.fixed), 32)
+    attn = build_reader(full, 32)
+    assert count_parameters(fixed.encoder) == count_parameters(attn.encoder)
+    ratio = count_parameters(attn) / count_parameters(fixed)
+    assert 0.9 < ratio < 1.2
+
+
+@pytest.mark.parametrize("kind", ["fixed", "attention"])
+def test_a_tiny_reader_learns_a_tiny_task(kind):
+    clean = DataConfig(
+        font_sizes=[26], stroke_widths=[0], variants=1, scale=[1.0, 1.0], shear=[0.0, 0.0],
+        rotation=[0.0, 0.0], v_offset=0, noise=[0.0, 0.0], blur=[0.0, 0.0],
+        fonts=["bundled"], exclude_fonts=["STIX", "cm", "pillow", "Oblique", "Italic", "Bold"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    m = build_reader(ModelConfig(name=Reader(kind), **SMALL), 32)
+    stream = TrainStream(StripSynth(clean), [1, 2], batch_size=64, seed=0)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    for _ in range(150):
+        b = stream.next()
+        inputs, targets = tokens.encode(b.labels)
+        logits, _ = m(b.images, b.widths, inputs)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, tokens.VOCAB), targets.reshape(-1), ignore_index=tokens.PAD
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    m.eval()
+    gen = torch.Generator().manual_seed(99)
+    test = StripSynth(clean).sample(torch.tensor([1, 2] * 100), gen)
+    with torch.no_grad():
+        out = greedy(m, m.encode(test.images, test.widths))
+    acc = sum(a == b for a, b in zip(out.texts, test.labels)) / len(test)
+    assert acc >= 0.9, f"{kind} reader reached only {acc:.2%} on 1-2 digit clean strips"

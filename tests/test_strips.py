@@ -1,0 +1,100 @@
+"""Synthetic strips: determinism, spans where the ink is, masks, fixed sets."""
+
+import torch
+
+from attnlab.config import DataConfig
+from attnlab.data.strips import StripSynth, TrainStream, bundled_fonts, fixed_set, glyph_bank
+
+CLEAN = DataConfig(
+    font_sizes=[26], stroke_widths=[0], variants=1, scale=[1.0, 1.0], shear=[0.0, 0.0],
+    rotation=[0.0, 0.0], v_offset=0, gap=[2, 2], margin=[4, 4], noise=[0.0, 0.0],
+    blur=[0.0, 0.0], contrast=[1.0, 1.0], background=[1.0, 1.0],
+)  # fmt: skip
+
+
+def sample(cfg: DataConfig, lengths, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    return StripSynth(cfg).sample(torch.tensor(lengths), gen)
+
+
+def test_same_seed_same_strips_and_other_seed_other_strips():
+    a = sample(DataConfig(), [1, 4, 8, 12], seed=3)
+    b = sample(DataConfig(), [1, 4, 8, 12], seed=3)
+    c = sample(DataConfig(), [1, 4, 8, 12], seed=4)
+    assert a.labels == b.labels
+    assert torch.equal(a.images, b.images) and torch.equal(a.spans, b.spans)
+    assert a.labels != c.labels
+    assert [len(s) for s in a.labels] == [1, 4, 8, 12]
+
+
+def test_strips_are_grey_images_with_paper_padding_and_a_column_mask():
+    s = sample(DataConfig(), [2, 9, 5], seed=0)
+    b, h, w = s.images.shape
+    assert (b, h) == (3, 32) and w == int(s.widths.max())
+    assert 0.0 <= float(s.images.min()) and float(s.images.max()) <= 1.0
+    mask = s.mask
+    assert mask.shape == (3, w) and torch.equal(mask.sum(1), s.widths)
+    # Columns past a strip's own width are white paper.
+    assert torch.all(s.images.permute(0, 2, 1)[~mask] == 1.0)
+    # Longer strings make wider strips.
+    assert s.widths[1] > s.widths[2] > s.widths[0]
+
+
+def test_spans_cover_the_ink_and_nothing_else_on_clean_strips():
+    s = sample(CLEAN, [6, 3, 8], seed=1)
+    for i, label in enumerate(s.labels):
+        ink = (s.images[i] < 0.5).any(0)  # (W,) columns holding ink
+        covered = torch.zeros_like(ink)
+        for start, end in s.spans[i, : len(label)].tolist():
+            assert 0 <= start < end <= int(s.widths[i])
+            assert ink[start:end].any(), "every glyph span holds ink"
+            covered[start:end] = True
+        assert not (ink & ~covered).any(), "no ink outside the glyph spans"
+        # Spans go left to right, one per digit.
+        starts = s.spans[i, : len(label), 0]
+        assert torch.all(starts[1:] > starts[:-1])
+
+
+def test_same_digit_same_glyph_in_a_clean_strip():
+    gen = torch.Generator().manual_seed(0)
+    synth = StripSynth(CLEAN)
+    s = synth.render(torch.tensor([[7, 7, 1]]), gen)
+    (a0, a1), (b0, b1) = s.spans[0, 0].tolist(), s.spans[0, 1].tolist()
+    assert torch.equal(s.images[0, :, a0:a1], s.images[0, :, b0:b1])
+    assert s.labels == ["771"]
+
+
+def test_fixed_sets_are_identical_for_every_caller_and_differ_by_purpose():
+    synth = StripSynth(DataConfig())
+    a, b = fixed_set(synth, "test", 5, 16), fixed_set(synth, "test", 5, 16)
+    assert a.labels == b.labels and torch.equal(a.images, b.images)
+    assert fixed_set(synth, "val", 5, 16).labels != a.labels
+    assert all(len(s) == 5 for s in a.labels)
+
+
+def test_train_stream_draws_only_seen_lengths_and_resumes_exactly():
+    synth = StripSynth(DataConfig())
+    stream = TrainStream(synth, [2, 5], batch_size=64, seed=1)
+    first = stream.next()
+    assert {len(s) for s in first.labels} == {2, 5}
+    state = stream.state()
+    nxt = stream.next()
+    stream.load_state(state)
+    again = stream.next()
+    assert nxt.labels == again.labels and torch.equal(nxt.images, again.images)
+
+
+def test_bundled_fonts_render_all_digits_and_skip_symbol_fonts():
+    fonts = bundled_fonts()
+    assert fonts[0] == "pillow:default"
+    assert not any("cmsy10" in f or "cmex10" in f for f in fonts)
+    bank = glyph_bank(DataConfig(font_sizes=[26], stroke_widths=[0], variants=2))
+    names = {r.split("@")[0] for r in bank.renderings}
+    assert {"DejaVuSans", "cmr10", "STIXGeneral", "pillow:default"} <= names
+    assert bank.columns.shape[2] == 10  # ten digits for every rendering
+    assert int(bank.widths.min()) >= 2  # no blank glyphs
+
+
+def test_excluded_fonts_are_left_out():
+    bank = glyph_bank(DataConfig(font_sizes=[26], stroke_widths=[0], variants=1, exclude_fonts=["DejaVu"]))
+    assert not any(r.startswith("DejaVu") for r in bank.renderings)

@@ -1,0 +1,186 @@
+"""``attnlab sweep lengths`` end to end on the tiny config, and the cluster launcher configs.
+
+The sweep runs once per module (real submitit subprocesses, a few tens of seconds on two
+cores); the tests below read what it left on disk.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_module
+
+SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+# Each job uses one torch thread: two parallel jobs on a two-core machine stay fast.
+# data.train_lengths is repeated on purpose: sweep.yaml's sweeper params would otherwise
+# override preset=tiny's [1, 3] with [1, 8] (see test_sweep_preset_sets_train_lengths).
+TINY = ["preset=tiny", "seed=0", "train.threads=1", "data.train_lengths=[1,3]"]
+
+
+def job_config(job: Path) -> dict:
+    return yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
+
+
+def jobs_by(sweep: Path, key) -> dict:
+    return {
+        key(job_config(p.parent.parent)): p.parent.parent
+        for p in sweep.glob("*/.hydra/config.yaml")
+    }
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory, attnlab_cli):
+    cwd = tmp_path_factory.mktemp("sweep")
+    sweep = cwd / "sweep"
+    result = attnlab_cli(
+        "sweep", "lengths", *TINY, "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
+        cwd=cwd, timeout=600,
+    )  # fmt: skip
+    return result, sweep
+
+
+def test_sweep_succeeds(tiny_sweep):
+    result, sweep = tiny_sweep
+    assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
+    assert f"sweep {sweep}: 2 job(s) complete, 0 failed or incomplete" in result.stdout
+    assert "FAILED" not in result.stdout
+    assert (sweep / "multirun.yaml").is_file()
+    # Real submitit jobs: one folder per job with its pickled result and logs.
+    submitted = list((sweep / ".submitit").glob("*/*_result.pkl"))
+    assert len(submitted) == 2
+
+
+@pytest.mark.parametrize("reader", ["fixed", "attention"])
+def test_sweep_job_complete(tiny_sweep, reader):
+    _, sweep = tiny_sweep
+    jobs = jobs_by(sweep, lambda c: c["model"]["name"])
+    assert sorted(jobs) == ["attention", "fixed"]
+    job = jobs[reader]
+    status = json.loads((job / "status.json").read_text())
+    assert status == {"state": "complete", "step": 30, "error": None}
+    metrics = json.loads((job / "metrics.json").read_text())
+    assert metrics["reader"] == reader
+    assert metrics["step"] == 30 and metrics["seen_lengths"] == [1, 2, 3]
+    assert sorted(metrics["val"]["by_length"]) == ["1", "2", "3"]
+    for name in ("best.pt", "last.pt"):
+        assert (job / "checkpoints" / name).stat().st_size > 10_000
+
+    table = read_csv(job / "eval" / "synthetic-greedy" / "metrics_by_length.csv")
+    per_length = [r for r in table if r["length"].isdigit()]
+    assert [int(r["length"]) for r in per_length] == [1, 2, 3, 4, 5, 6]  # 1 .. 2 x longest
+    assert [r["split"] for r in per_length] == ["seen"] * 3 + ["unseen"] * 3
+    assert {int(r["n"]) for r in per_length} == {24}  # eval.n of preset=tiny
+    for row in per_length:
+        assert 0 <= float(row["exact_acc"]) <= 1 and float(row["cer"]) >= 0
+    totals = {r["split"]: int(r["n"]) for r in table if not r["length"].isdigit()}
+    assert totals == {"seen": 72, "unseen": 72}
+
+    maps = list((job / "eval" / "synthetic-greedy").glob("maps/*.png"))
+    if reader == "attention":
+        assert maps
+    else:
+        assert maps == []  # the fixed-context reader has no attention weights
+
+
+def test_report_of_sweep(tiny_sweep, attnlab_cli, tmp_path):
+    _, sweep = tiny_sweep
+    result = attnlab_cli("report", sweep, "--out", tmp_path / "report", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    index = tmp_path / "report" / "index.html"
+    assert index.stat().st_size > 1000
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "Aggregated 2 run(s)" in summary
+    assert "fixed exact %" in summary and "attention exact %" in summary
+    rows = [ln for ln in summary.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert [ln.split("|")[1].strip() for ln in rows] == ["1", "2", "3", "4", "5", "6"]
+
+
+def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
+    # The failing job (stride 3 is not a power of two) comes first: the next must still run.
+    sweep = tmp_path / "s2"
+    result = attnlab_cli(
+        "sweep", "lengths", *TINY, "model=attention", "model.stride=3,4",
+        f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1, (result.stdout[-3000:], result.stderr[-3000:])
+    jobs = jobs_by(sweep, lambda c: c["model"]["stride"])
+    assert sorted(jobs) == [3, 4]
+
+    good = jobs[4]
+    assert json.loads((good / "status.json").read_text())["state"] == "complete"
+    assert (good / "eval" / "synthetic-greedy" / "metrics_by_length.csv").is_file()
+
+    bad = json.loads((jobs[3] / "status.json").read_text())
+    assert bad["state"] == "failed" and bad["step"] == 0
+    assert "stride" in bad["error"]
+    assert not (jobs[3] / "checkpoints").exists()
+
+    assert f"sweep {sweep}: 1 job(s) complete, 1 failed or incomplete" in result.stdout
+    lines = result.stdout.splitlines()
+    failed = [i for i, ln in enumerate(lines) if "FAILED" in ln]
+    assert len(failed) == 1 and str(jobs[3]) in lines[failed[0]] and "stride" in lines[failed[0]]
+    logs = lines[failed[0] + 1].split("logs:")[1].split(",")
+    assert logs and all(Path(log.strip()).is_file() for log in logs), lines[failed[0] + 1]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attnlab bug: conf/sweep.yaml's sweeper params set data.train_lengths=[1,8], "
+    "which overrides the preset group, so preset=tiny sweeps train on 1-8",
+)
+def test_sweep_preset_sets_train_lengths(attnlab_cli, tmp_path):
+    # train.steps=0 makes each job stop at once (a UserError), after Hydra wrote its config.
+    sweep = tmp_path / "s3"
+    result = attnlab_cli(
+        "sweep", "lengths", "preset=tiny", "seed=0", "model=fixed", "train.steps=0",
+        f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    (job,) = [p.parent.parent for p in sweep.glob("*/.hydra/config.yaml")]
+    assert job_config(job)["data"]["train_lengths"] == [1, 3]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attnlab bug: cli.run_task adds -m for sweeps, and Hydra refuses -m with --cfg "
+    "(ValueError 'Only one of --run, --multirun, --cfg ...', printed as a traceback, exit 1)",
+)
+def test_slurm_launcher_cfg_hydra(attnlab_cli, tmp_path):
+    overrides = ["hydra/launcher=slurm", "preset=gpu", "hydra.launcher.partition=gpu"]
+    result = attnlab_cli("sweep", "lengths", *overrides, "--cfg", "hydra", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    launcher = yaml.safe_load(result.stdout)["hydra"]["launcher"]
+    assert launcher["_target_"] == SLURM_LAUNCHER and launcher["partition"] == "gpu"
+    assert launcher["gpus_per_node"] == 1 and launcher["max_num_timeout"] == 3
+    assert not list(tmp_path.iterdir())
+
+
+def test_slurm_launcher_composes():
+    """The same composition as the CLI test above, through Hydra's compose API."""
+    import attnlab.config  # noqa: F401  (registers the schemas)
+
+    with initialize_config_module("attnlab.conf", version_base="1.3"):
+        cfg = compose(
+            "sweep",
+            ["hydra/launcher=slurm", "preset=gpu", "hydra.launcher.partition=gpu"],
+            return_hydra_config=True,
+        )
+        launcher = cfg.hydra.launcher
+        assert launcher._target_ == SLURM_LAUNCHER
+        assert launcher.partition == "gpu"
+        assert launcher.gpus_per_node == 1 and launcher.max_num_timeout == 3
+        assert cfg.train.device == "cuda" and cfg.train.batch_size == 1024  # preset=gpu
+
+        plain = compose("sweep", ["hydra/launcher=submitit_slurm"], return_hydra_config=True)
+        assert plain.hydra.launcher._target_ == SLURM_LAUNCHER

@@ -1,0 +1,112 @@
+"""`attnlab train` end to end: the run directory, resume after a kill, checkpoint errors."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+TINY = ["preset=tiny", "train.progress=plain"]
+
+
+def attnlab(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_train_writes_a_complete_run_directory(tmp_path):
+    run = tmp_path / "run"
+    res = attnlab("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for name in [
+        ".hydra/config.yaml", "checkpoints/last.pt", "checkpoints/best.pt", "train.log",
+        "metrics.json", "history.csv", "status.json",
+    ]:  # fmt: skip
+        assert (run / name).is_file(), name
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    log = (run / "train.log").read_text()
+    assert "parameters" in log and "truth | reading | confidence" in log
+    assert "step 0 validation" in log
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["step"] == 30 and metrics["reader"] == "attention"
+    assert set(metrics["val"]["by_length"]) == {"1", "2", "3"}
+    assert json.loads((run / "status.json").read_text())["state"] == "complete"
+    # Checkpoints are plain: they load without unpickling code.
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["step"] == 30 and ckpt["config"]["model"]["name"] == "attention"
+    assert {"model", "optimizer", "scheduler", "rng", "config"} <= set(ckpt)
+    history = (run / "history.csv").read_text().splitlines()
+    assert history[0] == "step,loss,lr,val_exact_acc,val_cer" and len(history) > 6
+
+
+def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
+    args = [*TINY, "train.steps=60", "train.checkpoint_every=10", "train.val_every=20"]
+    whole = tmp_path / "whole"
+    assert attnlab("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
+
+    cut = tmp_path / "cut"
+    cmd = [sys.executable, "-m", "attnlab.cli", "train", *args, f"hydra.run.dir={cut}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (cut / "checkpoints" / "last.pt").exists() and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if (cut / "metrics.json").exists():
+        pytest.fail("the run finished before it could be killed")
+    killed_at = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)["step"]
+    assert 0 < killed_at < 60
+
+    res = attnlab("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"resumed from {cut / 'checkpoints' / 'last.pt'} at step {killed_at}" in (
+        cut / "train.log"
+    ).read_text()
+    a = json.loads((whole / "metrics.json").read_text())
+    b = json.loads((cut / "metrics.json").read_text())
+    assert a["val"] == b["val"] and a["best"] == b["best"]
+    wa = torch.load(whole / "checkpoints" / "last.pt", weights_only=True)
+    wb = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)
+    for key, value in wa["model"].items():
+        assert torch.equal(value, wb["model"][key]), key
+    assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
+
+
+def test_checkpoint_errors_are_one_clear_line(tmp_path):
+    run = tmp_path / "run"
+    assert attnlab("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
+
+    # A checkpoint from another reader in the same run directory.
+    res = attnlab("train", *TINY, "model=fixed", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "another model config" in res.stderr
+
+    # A truncated checkpoint.
+    data = (run / "checkpoints" / "last.pt").read_bytes()
+    bad = tmp_path / "truncated.pt"
+    bad.write_bytes(data[: len(data) // 2])
+    res = attnlab("eval", bad, cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.startswith("attnlab: error:") and "truncated.pt" in res.stderr
+    assert "not a readable attnlab checkpoint" in res.stderr and "Traceback" not in res.stderr
+
+    # Not a run at all.
+    res = attnlab("eval", tmp_path / "nowhere", cwd=tmp_path)
+    assert res.returncode == 2 and "nowhere" in res.stderr
+
+
+def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path):
+    run = tmp_path / "run"
+    res = attnlab(
+        "train", *TINY, "optim.lr=1e30", "optim.warmup_steps=0", "optim.grad_clip=1e30",
+        f"hydra.run.dir={run}", cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "non-finite loss" in res.stderr and res.stderr.count("\n") == 1
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and "non-finite" in status["error"]

@@ -1,0 +1,90 @@
+"""The configs ship inside the built wheel: an installed attnlab works away from the repo.
+
+The wheel is built from a copy of the source tree (so the repo gets no build/ folder) and
+installed into a fresh venv that sees the dev venv's site-packages through a ``.pth`` file
+(torch and friends are not reinstalled). ``.pth`` files inside that directory are not
+processed, so the editable attnlab of the dev venv stays invisible: only the wheel is used.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import yaml
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
+    "outputs", "multirun", "report", "tests", ".whl", ".gl",
+)  # fmt: skip
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, (cmd, result.stdout[-3000:], result.stderr[-3000:])
+    return result
+
+
+def test_wheel_ships_configs(tmp_path, cli_env, attnlab_cli):
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=NOT_SOURCE)
+    dist = tmp_path / "dist"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--no-index", "-q", "-w", dist, src],
+        tmp_path, cli_env,
+    )  # fmt: skip
+    (wheel,) = dist.glob("attnlab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for cfg in ("train", "sweep", "evaluate", "strips", "preset/tiny", "hydra/launcher/slurm"):
+        assert f"attnlab/conf/{cfg}.yaml" in names, cfg
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path, cli_env)
+    python = venv / "bin" / "python"
+    purelib = _run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        tmp_path, cli_env,
+    ).stdout.strip()  # fmt: skip
+    dev_site = sysconfig.get_paths()["purelib"]  # the dev venv's: torch, hydra, pip, ...
+    Path(purelib, "_dev_site.pth").write_text(dev_site + "\n")
+    # pip comes from the dev venv but installs into the running interpreter's (new) venv;
+    # --ignore-installed: never touch the dev venv's editable attnlab.
+    _run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
+         "-q", wheel],
+        tmp_path, cli_env,
+    )  # fmt: skip
+
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    where = _run(
+        [python, "-c", "import attnlab, importlib.resources as r; print(attnlab.__file__); "
+         "print(r.files('attnlab.conf').joinpath('train.yaml').is_file())"],
+        away, cli_env,
+    ).stdout.split()  # fmt: skip
+    assert Path(where[0]).resolve().is_relative_to(Path(purelib).resolve()), where
+    assert not Path(where[0]).resolve().is_relative_to(REPO), where
+    assert where[1] == "True"
+
+    result = attnlab_cli(
+        "data", "preview", "preview.out=x.png", "preview.n=3", "data=clean",
+        cwd=away, python=str(python),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    with Image.open(away / "x.png") as im:
+        assert im.format == "PNG" and im.size[1] == round(100 * (0.45 * 3 + 0.6))
+
+    result = attnlab_cli("train", "--cfg", "job", "preset=tiny", cwd=away, python=str(python))
+    assert result.returncode == 0, result.stderr
+    cfg = yaml.safe_load(result.stdout)
+    assert cfg["data"]["train_lengths"] == [1, 3] and cfg["model"]["name"] == "attention"
+    assert sorted(p.name for p in away.iterdir()) == ["x.png"]
