@@ -61,7 +61,9 @@ def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[BaseReader, 
 def load_weights(reader: BaseReader, ckpt: dict[str, Any], path: Path | str) -> None:
     kind = ckpt.get("reader")
     if kind != Reader(reader.kind).value:
-        raise UserError(f"{path}: checkpoint holds a {kind} reader, the config asks for {reader.kind.value}")
+        raise UserError(
+            f"{path}: checkpoint holds a {kind} reader, the config asks for {reader.kind.value}"
+        )
     try:
         reader.load_state_dict(ckpt["model"])
     except RuntimeError as err:

@@ -48,7 +48,10 @@ def _one_line(err: BaseException) -> str:
         if text:
             lines = text.splitlines()
             first = lines[0]
-            key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")), "")
+            key = next(
+                (ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")),
+                "",
+            )
             if first not in seen:
                 parts.append(first + (f" (key: {key})" if key else ""))
                 seen.add(first)
@@ -63,7 +66,9 @@ def _launcher_of(args: list[str]) -> str | None:
     return None
 
 
-def run_task(task: Callable[[], object], args: list[str], prog: str, multirun: bool = False) -> None:
+def run_task(
+    task: Callable[[], object], args: list[str], prog: str, multirun: bool = False
+) -> None:
     """Run a Hydra task with ``args`` as its command line; user errors become exit 2."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -77,15 +82,30 @@ def run_task(task: Callable[[], object], args: list[str], prog: str, multirun: b
         )
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; this function reports
     saved = sys.argv
-    sys.argv = [prog, *(["-m"] if multirun and "-m" not in args else []), *args]
+    sys.argv = [prog, *args]  # a sweep's config sets hydra.mode=MULTIRUN itself
     try:
         task()
     except UserError as err:
         fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:
         fail(f"config: {_one_line(err)}")
+    except ValueError as err:
+        if _raised_in_attnlab(err):
+            raise
+        fail(f"config: {_one_line(err)}")  # Hydra rejects some overrides with ValueError
     finally:
         sys.argv = saved
+
+
+def _raised_in_attnlab(err: BaseException) -> bool:
+    """Whether an exception comes from inside a task (a bug) rather than from composition."""
+    import traceback
+
+    here = Path(__file__).parent
+    return any(
+        Path(frame.filename).is_relative_to(here) and Path(frame.filename).name != "cli.py"
+        for frame in traceback.extract_tb(err.__traceback__)
+    )
 
 
 def version_callback(value: bool) -> None:
@@ -145,11 +165,14 @@ def _report_sweeps(args: list[str], started: float) -> None:
     bad = False
     for sweep in sorted(set(sweeps)):
         done, failed = summarize(sweep)
-        typer.echo(f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete")
+        typer.echo(
+            f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete"
+        )
         for job, reason in failed:
-            logs = sorted(job.glob("*.log")) + sorted(sweep.glob(".submitit/*/*.err"))
-            where = ", ".join(str(p) for p in logs[:2]) or str(job)
-            typer.echo(f"  FAILED {job}: {reason}\n    logs: {where}")
+            logs = [str(p) for p in sorted(job.glob("*.log"))]
+            if (sweep / ".submitit").is_dir():
+                logs.append(f"{sweep / '.submitit'}/*/ (submitit's stdout and stderr)")
+            typer.echo(f"  FAILED {job}: {reason}\n    logs: {', '.join(logs) or job}")
         bad = bad or bool(failed)
         if done:
             typer.echo(f"next: attnlab report {sweep}")
@@ -204,7 +227,9 @@ def read(
 
 @app.command()
 def report(
-    paths: list[Path] = typer.Argument(None, help="Runs or sweep folders (default: outputs/ and multirun/)."),
+    paths: list[Path] = typer.Argument(
+        None, help="Runs or sweep folders (default: outputs/ and multirun/)."
+    ),
     out: Path = typer.Option(Path("report"), "--out", help="Where to write the report."),
 ) -> None:
     """Tables, plots and an HTML page from runs on disk."""
@@ -244,7 +269,12 @@ def data_export(
     if not (lo.strip().isdigit() and (not sep or hi.strip().isdigit())):
         fail(f"--lengths: expected LOW-HIGH such as 3-6, got {lengths!r}")
     pair = f"[{lo},{hi if sep else lo}]"
-    overrides = [f"export.out={out}", f"export.n={n}", f"export.lengths={pair}", f"export.seed={seed}"]
+    overrides = [
+        f"export.out={out}",
+        f"export.n={n}",
+        f"export.lengths={pair}",
+        f"export.seed={seed}",
+    ]
     run_task(task, [*overrides, *ctx.args], "attnlab data export")
 
 

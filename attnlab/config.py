@@ -56,8 +56,10 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     name: Reader = Reader.attention
-    stem_channels: list[int] = field(default_factory=lambda: [8, 16])  # [] = no conv stem
-    stride: int = 4  # width downsampling of the stem (power of two, <= 2**len(stem_channels))
+    # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
+    stem_channels: list[int] = field(default_factory=list)
+    stride: int = 4  # pixel columns per encoder column (a power of two)
+    column_norm: bool = True  # LayerNorm on the column features before the GRU
     hidden: int = 64  # encoder GRU hidden size per direction
     layers: int = 1  # encoder GRU layers
     dec_hidden: int = 128
@@ -68,7 +70,7 @@ class ModelConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 3e-3
+    lr: float = 6e-3
     weight_decay: float = 1e-4
     warmup_steps: int = 100
     min_lr_ratio: float = 0.05  # cosine decay floor
@@ -77,12 +79,12 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 1500
+    steps: int = 900
     batch_size: int = 256
     accumulate: int = 1
-    val_every: int = 250
+    val_every: int = 150
     log_every: int = 25
-    checkpoint_every: int = 250
+    checkpoint_every: int = 150
     examples_shown: int = 3  # truth | reading | confidence rows printed at each validation
     maps_logged: int = 3  # validation strips whose attention map goes to TensorBoard
     device: str = "auto"  # auto | cpu | cuda | cuda:N

@@ -1,5 +1,35 @@
-"""The one exception type for mistakes a user can fix; the CLI prints it as one line, exit 2."""
+"""The one exception type for mistakes a user can fix, and how tasks report it."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
 
 
 class UserError(Exception):
     """Bad input: a wrong option, a missing or unreadable file, an incompatible checkpoint."""
+
+
+def reports_user_errors(task: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A Hydra task whose UserError ends the program with one line and exit status 2.
+
+    Under a multirun the error is raised instead, so the launcher records the job as failed
+    and the other jobs go on.
+    """
+
+    @functools.wraps(task)
+    def wrapper(cfg: Any) -> Any:
+        try:
+            return task(cfg)
+        except UserError as err:
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            if HydraConfig.get().mode == RunMode.MULTIRUN:
+                raise
+            print(f"attnlab: error: {err}", file=sys.stderr)
+            raise SystemExit(2) from err
+
+    return wrapper

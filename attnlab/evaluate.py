@@ -22,6 +22,7 @@ from attnlab import checkpoint, maps, metrics
 from attnlab.config import EvalConfig, Reader, seen_lengths, span
 from attnlab.data.folder import read_folder
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
+from attnlab.errors import reports_user_errors
 from attnlab.io import atomic_write, write_json, write_text
 from attnlab.models.readers import BaseReader, decode
 from attnlab.runtime import resolve_device
@@ -248,8 +249,8 @@ def _write_csv(path: Path, table: pd.DataFrame) -> None:
     atomic_write(path, lambda p: table.to_csv(p, index=False))
 
 
-
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="evaluate")
+@reports_user_errors
 def main(cfg: DictConfig) -> None:
     """``attnlab eval RUN``: evaluate a run directory or checkpoint."""
     evaluate_run(cfg.run, cfg.eval, cfg.checkpoint, cfg.device)

@@ -21,5 +21,14 @@ def resolve_device(name: str) -> torch.device:
 
 
 def set_threads(threads: int) -> None:
+    """``threads`` > 0: that many. 0: the job's share of the CPUs under a submitit launcher
+    (SLURM's cpus-per-task; one each for local parallel jobs), else torch's default."""
+    import os
+
+    if threads <= 0:
+        if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+            threads = int(os.environ["SLURM_CPUS_PER_TASK"])
+        elif os.environ.get("SUBMITIT_EXECUTOR") == "local":
+            threads = 1
     if threads > 0:
         torch.set_num_threads(threads)

@@ -15,6 +15,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from attnlab.errors import reports_user_errors
 from attnlab.evaluate import evaluate_run
 from attnlab.train import hydra_run_dir, train, write_status
 
@@ -22,6 +23,7 @@ log = logging.getLogger("attnlab.sweep")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="sweep")
+@reports_user_errors
 def main(cfg: DictConfig) -> dict[str, Any]:
     return train_and_evaluate(cfg, hydra_run_dir())
 
@@ -50,5 +52,7 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
         if status.get("state") == "complete":
             done.append(job)
         else:
-            failed.append((job, f"{status.get('state')}: {status.get('error') or 'no error recorded'}"))
+            failed.append(
+                (job, f"{status.get('state')}: {status.get('error') or 'no error recorded'}")
+            )
     return done, failed

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnlab import checkpoint, tokens
 from attnlab.config import ExperimentConfig, Reader, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
-from attnlab.errors import UserError
+from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluate import quick_scores, read_strips
 from attnlab.io import write_json, write_text
 from attnlab.models.readers import build_reader, count_parameters
@@ -41,6 +41,7 @@ class NonFiniteLoss(UserError):
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
+@reports_user_errors
 def main(cfg: DictConfig) -> dict[str, Any]:
     """``attnlab train``: one run in Hydra's output directory."""
     return train(cfg, hydra_run_dir())
@@ -112,7 +113,9 @@ class Trainer:
         self.stream = TrainStream(
             self.synth, self.seen, t.batch_size, set_seed(cfg.seed, "train", 0)
         )
-        self.val_sets = {n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen}
+        self.val_sets = {
+            n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen
+        }
         self.step = 0
         self.best = Best()
         self.history: list[dict[str, Any]] = []
@@ -159,7 +162,9 @@ class Trainer:
         self.stream.load_state(ckpt["rng"]["stream"])
         self.history = list(ckpt.get("history", []))
         self.best = Best(
-            int(ckpt["best"]["step"]), float(ckpt["best"]["exact_acc"]), ckpt.get("best_metrics", {})
+            int(ckpt["best"]["step"]),
+            float(ckpt["best"]["exact_acc"]),
+            ckpt.get("best_metrics", {}),
         )
         self.last_val = ckpt.get("val", {})
         log.info("resumed from %s at step %d", last, self.step)
@@ -271,7 +276,7 @@ class Trainer:
         self.writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.step or None)
         log.info(
             "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",
-            self.cfg.model.name.value if hasattr(self.cfg.model.name, "value") else self.cfg.model.name,
+            Reader(self.cfg.model.name).value,
             self.params, _lengths_label(self.seen), self.device, t.steps,
             t.batch_size * t.accumulate, f" (resumed at step {self.step})" if resumed else "",
         )  # fmt: skip
@@ -291,8 +296,11 @@ class Trainer:
                     self.writer.add_scalar("train/lr", lr, self.step)
                     self.record(loss=loss, lr=lr)
                     if not progress.rich:
-                        rate = (self.step - start_step) * t.batch_size * t.accumulate / max(
-                            1e-9, time.time() - start_time
+                        rate = (
+                            (self.step - start_step)
+                            * t.batch_size
+                            * t.accumulate
+                            / max(1e-9, time.time() - start_time)
                         )
                         log.info(
                             "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
@@ -300,7 +308,9 @@ class Trainer:
                         )  # fmt: skip
                 if self.step % t.val_every == 0 or self.step == t.steps:
                     self.last_val = self.validate()
-                    self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
+                    self.record(
+                        val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"]
+                    )
                     if self.last_val["exact_acc"] > self.best.exact_acc:
                         self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
                         self.save("best")
@@ -316,7 +326,9 @@ class Trainer:
             "step": self.step,
             "params": self.params,
             "elapsed_s": round(elapsed, 2),
-            "strips_per_s": round((self.step - start_step) * t.batch_size * t.accumulate / max(elapsed, 1e-9), 1),
+            "strips_per_s": round(
+                (self.step - start_step) * t.batch_size * t.accumulate / max(elapsed, 1e-9), 1
+            ),
             "seen_lengths": self.seen,
             "val": self.last_val,
             "best": {"step": self.best.step, "exact_acc": self.best.exact_acc},
@@ -343,7 +355,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         metrics = trainer.run()
     except BaseException as err:
         step = trainer.step if trainer is not None else 0
-        reason = "interrupted" if isinstance(err, KeyboardInterrupt) else f"{type(err).__name__}: {err}"
+        reason = (
+            "interrupted" if isinstance(err, KeyboardInterrupt) else f"{type(err).__name__}: {err}"
+        )
         write_status(run_dir, "failed", step, reason)
         raise
     write_status(run_dir, "complete", metrics["step"])
@@ -372,7 +386,11 @@ class _Progress:
         if not rich:
             return
         from rich.progress import (
-            BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
             TimeRemainingColumn,
         )  # fmt: skip
 

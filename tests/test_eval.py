@@ -51,7 +51,9 @@ def test_eval_writes_per_length_tables_and_maps(runs, tmp_path):
         for kind in ("correct", "failure"):
             drawn = sorted((out / "maps").glob(f"len{n:02d}_{kind}_*.png"))
             row = per_length[per_length.length == str(n)].iloc[0]
-            available = round(row.exact_acc * 30) if kind == "correct" else 30 - round(row.exact_acc * 30)
+            available = (
+                round(row.exact_acc * 30) if kind == "correct" else 30 - round(row.exact_acc * 30)
+            )
             assert len(drawn) == min(2, available)
             if available < 2:
                 assert f"length {n}: only {available} {kind}" in res.stdout
@@ -73,7 +75,10 @@ def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path):
 
 def test_eval_on_an_exported_folder(runs, tmp_path):
     folder = tmp_path / "strips"
-    assert attnlab("data", "export", folder, "--n", "12", "--lengths", "2-4", cwd=tmp_path).returncode == 0
+    assert (
+        attnlab("data", "export", folder, "--n", "12", "--lengths", "2-4", cwd=tmp_path).returncode
+        == 0
+    )
     res = attnlab("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = runs["attention"] / "eval" / "folder-strips-greedy"
@@ -83,7 +88,10 @@ def test_eval_on_an_exported_folder(runs, tmp_path):
 
 def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path):
     folder = tmp_path / "strips"
-    assert attnlab("data", "export", folder, "--n", "3", "--lengths", "2-3", cwd=tmp_path).returncode == 0
+    assert (
+        attnlab("data", "export", folder, "--n", "3", "--lengths", "2-3", cwd=tmp_path).returncode
+        == 0
+    )
     images = sorted(folder.glob("*.png"))
     bad = tmp_path / "broken.png"
     bad.write_text("not an image")
@@ -105,7 +113,10 @@ def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path
 
 def test_bad_label_files_name_file_and_line(tmp_path, runs):
     folder = tmp_path / "strips"
-    assert attnlab("data", "export", folder, "--n", "3", "--lengths", "2-2", cwd=tmp_path).returncode == 0
+    assert (
+        attnlab("data", "export", folder, "--n", "3", "--lengths", "2-2", cwd=tmp_path).returncode
+        == 0
+    )
     labels = folder / "labels.csv"
     rows = labels.read_text().splitlines()
     labels.write_text("\n".join([rows[0], rows[1], rows[2].split(",")[0] + ",12a", rows[3]]) + "\n")

@@ -56,7 +56,12 @@ def test_missing_image_names_file_and_line(exported):
 
 def test_non_digit_label_names_line(exported):
     _, folder = exported
-    text = (folder / "labels.csv").read_text().replace(",", ",x", 2).replace("filename,xlabel", "filename,label")
+    text = (
+        (folder / "labels.csv")
+        .read_text()
+        .replace(",", ",x", 2)
+        .replace("filename,xlabel", "filename,label")
+    )
     (folder / "labels.csv").write_text(text)
     with pytest.raises(UserError, match=r"labels\.csv:2: label 'x.*' is not a string of digits"):
         read_folder(folder, 32)

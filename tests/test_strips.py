@@ -96,5 +96,7 @@ def test_bundled_fonts_render_all_digits_and_skip_symbol_fonts():
 
 
 def test_excluded_fonts_are_left_out():
-    bank = glyph_bank(DataConfig(font_sizes=[26], stroke_widths=[0], variants=1, exclude_fonts=["DejaVu"]))
+    bank = glyph_bank(
+        DataConfig(font_sizes=[26], stroke_widths=[0], variants=1, exclude_fonts=["DejaVu"])
+    )
     assert not any(r.startswith("DejaVu") for r in bank.renderings)

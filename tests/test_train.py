@@ -64,9 +64,10 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
 
     res = attnlab("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert f"resumed from {cut / 'checkpoints' / 'last.pt'} at step {killed_at}" in (
-        cut / "train.log"
-    ).read_text()
+    assert (
+        f"resumed from {cut / 'checkpoints' / 'last.pt'} at step {killed_at}"
+        in (cut / "train.log").read_text()
+    )
     a = json.loads((whole / "metrics.json").read_text())
     b = json.loads((cut / "metrics.json").read_text())
     assert a["val"] == b["val"] and a["best"] == b["best"]

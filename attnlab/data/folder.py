@@ -55,7 +55,9 @@ def read_labels(folder: Path) -> list[tuple[str, str, int]]:
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != 2:
-                raise UserError(f"{path}:{line}: expected 2 fields (filename,label), got {len(row)}")
+                raise UserError(
+                    f"{path}:{line}: expected 2 fields (filename,label), got {len(row)}"
+                )
             name, label = row[0].strip(), row[1].strip()
             if not label.isdigit() or not label.isascii():
                 raise UserError(f"{path}:{line}: label {label!r} is not a string of digits 0-9")

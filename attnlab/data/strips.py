@@ -185,7 +185,6 @@ def _gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     x = torch.arange(-radius, radius + 1, dtype=torch.float32)
     k = torch.exp(-(x**2) / (2 * sigma**2))
     k = k / k.sum()
-    n, h, w = images.shape
     out = F.conv2d(images[:, None], k.view(1, 1, 1, -1), padding=(0, radius))
     out = F.conv2d(out, k.view(1, 1, -1, 1), padding=(radius, 0))
     return out[:, 0]
@@ -247,7 +246,7 @@ def _build_bank(key: tuple) -> GlyphBank:
     )  # fmt: skip
     gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
     var = _affine_variants(padded, cfg, gen).clamp_(0, 1)  # (N, V, H, Wg)
-    n, levels = len(base), _blur_levels(list(blur))
+    levels = _blur_levels(list(blur))
     var = torch.stack(
         [_gaussian_blur(var.reshape(-1, height, wg), s).reshape(var.shape) for s in levels], 1
     )  # (N, K, V, H, Wg)

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from attnlab.config import seen_lengths, span
 from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
-from attnlab.errors import UserError
+from attnlab.errors import UserError, reports_user_errors
 from attnlab.io import atomic_write
 
 
@@ -21,12 +21,17 @@ def _lengths(pair, key: str, n: int, gen: torch.Generator) -> torch.Tensor:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
+@reports_user_errors
 def preview(cfg: DictConfig) -> None:
     p = cfg.preview
     if p.n < 1:
         raise UserError(f"preview.n must be >= 1, got {p.n}")
     gen = torch.Generator().manual_seed(p.seed)
-    pair = p.lengths if p.lengths is not None else [min(seen_lengths(cfg.data)), max(seen_lengths(cfg.data))]
+    pair = (
+        p.lengths
+        if p.lengths is not None
+        else [min(seen_lengths(cfg.data)), max(seen_lengths(cfg.data))]
+    )
     lengths = _lengths(pair, "preview.lengths", p.n, gen).sort().values
     strips = StripSynth(cfg.data).sample(lengths, gen)
     out = draw_grid(strips, Path(p.out))
@@ -46,13 +51,16 @@ def draw_grid(strips: StripBatch, path: Path) -> Path:
         ax.set_xlim(0, w)
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_ylabel(strips.labels[i], rotation=0, ha="right", va="center", fontsize=10, family="monospace")
+        ax.set_ylabel(
+            strips.labels[i], rotation=0, ha="right", va="center", fontsize=10, family="monospace"
+        )
     fig.suptitle(f"{n} synthetic strips (label left of each)", fontsize=11)
     fig.tight_layout()
     return atomic_write(path, lambda p: fig.savefig(p, format="png"))
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
+@reports_user_errors
 def export(cfg: DictConfig) -> None:
     e = cfg.export
     if e.n < 1:

@@ -44,6 +44,7 @@ class ColumnEncoder(nn.Module):
         group = 1 if n_conv else cfg.stride
         self.column_features = channels * h * group
         self.proj = nn.Linear(self.column_features, 2 * cfg.hidden)
+        self.norm = nn.LayerNorm(2 * cfg.hidden) if cfg.column_norm else nn.Identity()
         self.gru = nn.GRU(
             2 * cfg.hidden, cfg.hidden, num_layers=cfg.layers, batch_first=True,
             bidirectional=True,
@@ -81,7 +82,7 @@ class ColumnEncoder(nn.Module):
             feats = x.permute(0, 3, 1, 2).reshape(b, t, -1)  # (B, T, C*H')
         else:
             feats = x[:, 0].reshape(b, -1, t, self.stride).permute(0, 2, 1, 3).reshape(b, t, -1)
-        feats = torch.relu(self.proj(feats))  # (B, T, 2H)
+        feats = self.norm(torch.relu(self.proj(feats)))  # (B, T, 2H)
         packed = pack_padded_sequence(
             feats.float(), lengths.cpu(), batch_first=True, enforce_sorted=False
         )

@@ -255,7 +255,9 @@ def beam_search(reader: BaseReader, memory: Memory, width: int, alpha: float = 1
         state = state[src]
         if w is not None:
             w = w.view(b, k, -1)[rows, beam]  # (B, K, T)
-            whist = w[:, :, None] if whist is None else torch.cat([whist[rows, beam], w[:, :, None]], 2)
+            whist = (
+                w[:, :, None] if whist is None else torch.cat([whist[rows, beam], w[:, :, None]], 2)
+            )
         prev = tok.view(-1)
         if bool(done.all()):
             break
