@@ -58,7 +58,8 @@ class ModelConfig:
     name: Reader = Reader.attention
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
-    stride: int = 4  # pixel columns per encoder column (a power of two)
+    stride: int = 8  # pixel columns per encoder column (a power of two)
+    column_mlp: int = 0  # hidden units of a per-column layer before the GRU; 0 = none
     column_norm: bool = True  # LayerNorm on the column features before the GRU
     hidden: int = 64  # encoder GRU hidden size per direction
     layers: int = 1  # encoder GRU layers
@@ -79,12 +80,12 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 900
+    steps: int = 1500
     batch_size: int = 256
     accumulate: int = 1
-    val_every: int = 150
+    val_every: int = 250
     log_every: int = 25
-    checkpoint_every: int = 150
+    checkpoint_every: int = 250
     examples_shown: int = 3  # truth | reading | confidence rows printed at each validation
     maps_logged: int = 3  # validation strips whose attention map goes to TensorBoard
     device: str = "auto"  # auto | cpu | cuda | cuda:N

@@ -636,10 +636,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     from attnlab.errors import UserError
 
     try:
         sys.exit(main())
-    except UserError as err:  # a bad --run, --override, ...: one line, like the CLI
-        print(f"bench: error: {err}", file=sys.stderr)
+    except (UserError, HydraException, OmegaConfBaseException) as err:
+        # A bad --run or --override: one line, as the CLI does.
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"bench: error: {first}", file=sys.stderr)
         sys.exit(2)

@@ -247,25 +247,30 @@ def _build_bank(key: tuple) -> GlyphBank:
     gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
     var = _affine_variants(padded, cfg, gen).clamp_(0, 1)  # (N, V, H, Wg)
     levels = _blur_levels(list(blur))
-    var = torch.stack(
-        [_gaussian_blur(var.reshape(-1, height, wg), s).reshape(var.shape) for s in levels], 1
-    )  # (N, K, V, H, Wg)
-    # Left-align every glyph on its first ink column and record its ink width.
-    inked = var.amax(dim=3) > 0.1  # (N, K, V, Wg)
+    aligned = [_left_align(_gaussian_blur(var.reshape(-1, height, wg), s)) for s in levels]
+    w_used = int(max(w.max() for _, w in aligned))
+    n, r, k = len(base), len(names), len(levels)
+    columns = torch.stack([c[:, :w_used].reshape(n, variants, w_used, height) for c, _ in aligned], 1)
+    columns = columns.reshape(r, 10, k, variants, w_used, height).transpose(1, 2)
+    widths = torch.stack([w.reshape(n, variants) for _, w in aligned], 1)  # (N, K, V)
+    widths = widths.reshape(r, 10, k, variants).transpose(1, 2)
+    return GlyphBank(columns.contiguous(), widths.contiguous(), tuple(names), tuple(levels))
+
+
+def _left_align(glyphs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N*V, H, Wg) ink -> columns (N*V, Wg, H) uint8 starting at the first ink column,
+    and the ink widths (N*V,)."""
+    h, wg = glyphs.shape[1:]
+    inked = glyphs.amax(dim=1) > 0.1  # (N*V, Wg)
     cols = torch.arange(wg)
-    first = torch.where(inked, cols, wg).amin(-1).clamp(max=wg - 1)  # (N, K, V)
+    first = torch.where(inked, cols, wg).amin(-1).clamp(max=wg - 1)
     last = torch.where(inked, cols, -1).amax(-1)
     widths = (last - first + 1).clamp(min=1)
-    src = (cols + first[..., None]).clamp(max=wg - 1)  # (N, K, V, Wg)
-    aligned = torch.gather(var, 4, src[..., None, :].expand(-1, -1, -1, height, -1))
-    aligned = aligned * (cols < widths[..., None, None])
-    w_used = int(widths.max())
-    r = len(names)
-    columns = aligned[..., :w_used].transpose(-1, -2)  # (N, K, V, Wg, H)
-    columns = (columns * 255).round().to(torch.uint8)
-    columns = columns.reshape(r, 10, len(levels), variants, w_used, height).transpose(1, 2)
-    widths = widths.reshape(r, 10, len(levels), variants).transpose(1, 2)
-    return GlyphBank(columns.contiguous(), widths.contiguous(), tuple(names), tuple(levels))
+    src = (cols + first[:, None]).clamp(max=wg - 1)  # (N*V, Wg)
+    aligned = torch.gather(glyphs, 2, src[:, None, :].expand(-1, h, -1))
+    aligned = aligned * (cols < widths[:, None, None])
+    columns = (aligned.transpose(1, 2) * 255).round().to(torch.uint8)
+    return columns, widths
 
 
 @functools.lru_cache(maxsize=8)

@@ -43,7 +43,14 @@ class ColumnEncoder(nn.Module):
         # Without a stem, `stride` neighbouring columns are stacked into one.
         group = 1 if n_conv else cfg.stride
         self.column_features = channels * h * group
-        self.proj = nn.Linear(self.column_features, 2 * cfg.hidden)
+        if cfg.column_mlp > 0:  # a hidden layer between the pixels of a column and the GRU
+            self.proj = nn.Sequential(
+                nn.Linear(self.column_features, cfg.column_mlp),
+                nn.ReLU(),
+                nn.Linear(cfg.column_mlp, 2 * cfg.hidden),
+            )
+        else:
+            self.proj = nn.Linear(self.column_features, 2 * cfg.hidden)
         self.norm = nn.LayerNorm(2 * cfg.hidden) if cfg.column_norm else nn.Identity()
         self.gru = nn.GRU(
             2 * cfg.hidden, cfg.hidden, num_layers=cfg.layers, batch_first=True,
