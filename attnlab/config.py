@@ -59,7 +59,7 @@ class ModelConfig:
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
     stride: int = 8  # pixel columns per encoder column (a power of two)
-    column_mlp: int = 0  # hidden units of a per-column layer before the GRU; 0 = none
+    column_mlp: int = 256  # hidden units of a per-column layer before the GRU; 0 = none
     column_norm: bool = True  # LayerNorm on the column features before the GRU
     hidden: int = 64  # encoder GRU hidden size per direction
     layers: int = 1  # encoder GRU layers

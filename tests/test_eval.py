@@ -1,8 +1,6 @@
 """`attnlab eval` and `attnlab read` end to end on a tiny trained run."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -10,18 +8,18 @@ import pytest
 from PIL import Image
 
 
-def attnlab(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+def export(attnlab_cli, folder: Path, n: int, lengths: str) -> None:
+    res = attnlab_cli("data", "export", folder, "--n", n, "--lengths", lengths, cwd=folder.parent)
+    assert res.returncode == 0, res.stderr
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(tmp_path_factory, attnlab_cli) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     out = {}
     for kind in ("attention", "fixed"):
         run = root / kind
-        res = attnlab(
+        res = attnlab_cli(
             "train", "preset=tiny", f"model={kind}", "train.progress=plain",
             f"hydra.run.dir={run}", cwd=root,
         )  # fmt: skip
@@ -30,9 +28,10 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def test_eval_writes_per_length_tables_and_maps(runs, tmp_path):
+def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_cli):
     run = runs["attention"]
-    res = attnlab("eval", run, "eval.n=30", "eval.maps_k=2", "eval.map_lengths=[2,5]", cwd=tmp_path)
+    args = ["eval.n=30", "eval.maps_k=2", "eval.map_lengths=[2,5]"]
+    res = attnlab_cli("eval", run, *args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = run / "eval" / "synthetic-greedy"
     table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
@@ -64,8 +63,8 @@ def test_eval_writes_per_length_tables_and_maps(runs, tmp_path):
     assert "seen total" in res.stdout
 
 
-def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path):
-    res = attnlab("eval", runs["fixed"], "eval.n=10", "--beam", "2", cwd=tmp_path)
+def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_cli):
+    res = attnlab_cli("eval", runs["fixed"], "eval.n=10", "--beam", "2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = runs["fixed"] / "eval" / "synthetic-beam2"
     assert (out / "metrics_by_length.csv").is_file()
@@ -73,25 +72,19 @@ def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path):
     assert "no attention maps" in res.stdout
 
 
-def test_eval_on_an_exported_folder(runs, tmp_path):
+def test_eval_on_an_exported_folder(runs, tmp_path, attnlab_cli):
     folder = tmp_path / "strips"
-    assert (
-        attnlab("data", "export", folder, "--n", "12", "--lengths", "2-4", cwd=tmp_path).returncode
-        == 0
-    )
-    res = attnlab("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    export(attnlab_cli, folder, 12, "2-4")
+    res = attnlab_cli("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = runs["attention"] / "eval" / "folder-strips-greedy"
     table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
     assert table[table.length != "all"].n.sum() == 12
 
 
-def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path):
+def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path, attnlab_cli):
     folder = tmp_path / "strips"
-    assert (
-        attnlab("data", "export", folder, "--n", "3", "--lengths", "2-3", cwd=tmp_path).returncode
-        == 0
-    )
+    export(attnlab_cli, folder, 3, "2-3")
     images = sorted(folder.glob("*.png"))
     bad = tmp_path / "broken.png"
     bad.write_text("not an image")
@@ -99,7 +92,7 @@ def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path
     with Image.open(images[0]) as im:
         im.convert("RGB").resize((im.width * 2, im.height * 2)).save(tmp_path / "big.jpg")
     maps = tmp_path / "maps"
-    res = attnlab(
+    res = attnlab_cli(
         "read", *images, bad, tmp_path / "big.jpg", "--run", runs["attention"],
         "--attention", maps, cwd=tmp_path,
     )  # fmt: skip
@@ -111,15 +104,12 @@ def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path
     assert len(list(maps.glob("*.png"))) == 4
 
 
-def test_bad_label_files_name_file_and_line(tmp_path, runs):
+def test_bad_label_files_name_file_and_line(tmp_path, runs, attnlab_cli):
     folder = tmp_path / "strips"
-    assert (
-        attnlab("data", "export", folder, "--n", "3", "--lengths", "2-2", cwd=tmp_path).returncode
-        == 0
-    )
+    export(attnlab_cli, folder, 3, "2-2")
     labels = folder / "labels.csv"
     rows = labels.read_text().splitlines()
     labels.write_text("\n".join([rows[0], rows[1], rows[2].split(",")[0] + ",12a", rows[3]]) + "\n")
-    res = attnlab("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    res = attnlab_cli("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
     assert res.returncode == 2
     assert f"{labels}:3:" in res.stderr and "12a" in res.stderr

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,14 +12,9 @@ import torch
 TINY = ["preset=tiny", "train.progress=plain"]
 
 
-def attnlab(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def test_train_writes_a_complete_run_directory(tmp_path):
+def test_train_writes_a_complete_run_directory(tmp_path, attnlab_cli):
     run = tmp_path / "run"
-    res = attnlab("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_cli("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     for name in [
         ".hydra/config.yaml", "checkpoints/last.pt", "checkpoints/best.pt", "train.log",
@@ -43,10 +37,10 @@ def test_train_writes_a_complete_run_directory(tmp_path):
     assert history[0] == "step,loss,lr,val_exact_acc,val_cer" and len(history) > 6
 
 
-def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
+def test_a_killed_run_resumes_to_the_same_numbers(tmp_path, attnlab_cli):
     args = [*TINY, "train.steps=60", "train.checkpoint_every=10", "train.val_every=20"]
     whole = tmp_path / "whole"
-    assert attnlab("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
+    assert attnlab_cli("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
 
     cut = tmp_path / "cut"
     cmd = [sys.executable, "-m", "attnlab.cli", "train", *args, f"hydra.run.dir={cut}"]
@@ -62,7 +56,7 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
     killed_at = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)["step"]
     assert 0 < killed_at < 60
 
-    res = attnlab("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
+    res = attnlab_cli("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (
         f"resumed from {cut / 'checkpoints' / 'last.pt'} at step {killed_at}"
@@ -78,12 +72,12 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path):
     assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
 
 
-def test_checkpoint_errors_are_one_clear_line(tmp_path):
+def test_checkpoint_errors_are_one_clear_line(tmp_path, attnlab_cli):
     run = tmp_path / "run"
-    assert attnlab("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
+    assert attnlab_cli("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
 
     # A checkpoint from another reader in the same run directory.
-    res = attnlab("train", *TINY, "model=fixed", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_cli("train", *TINY, "model=fixed", f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "another model config" in res.stderr
 
@@ -91,19 +85,19 @@ def test_checkpoint_errors_are_one_clear_line(tmp_path):
     data = (run / "checkpoints" / "last.pt").read_bytes()
     bad = tmp_path / "truncated.pt"
     bad.write_bytes(data[: len(data) // 2])
-    res = attnlab("eval", bad, cwd=tmp_path)
+    res = attnlab_cli("eval", bad, cwd=tmp_path)
     assert res.returncode == 2
     assert res.stderr.startswith("attnlab: error:") and "truncated.pt" in res.stderr
     assert "not a readable attnlab checkpoint" in res.stderr and "Traceback" not in res.stderr
 
     # Not a run at all.
-    res = attnlab("eval", tmp_path / "nowhere", cwd=tmp_path)
+    res = attnlab_cli("eval", tmp_path / "nowhere", cwd=tmp_path)
     assert res.returncode == 2 and "nowhere" in res.stderr
 
 
-def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path):
+def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path, attnlab_cli):
     run = tmp_path / "run"
-    res = attnlab(
+    res = attnlab_cli(
         "train", *TINY, "optim.lr=1e30", "optim.warmup_steps=0", "optim.grad_clip=1e30",
         f"hydra.run.dir={run}", cwd=tmp_path,
     )  # fmt: skip
