@@ -92,7 +92,8 @@ def run_task(
     except ValueError as err:
         if _raised_in_attnlab(err):
             raise
-        fail(f"config: {_one_line(err)}")  # Hydra rejects some overrides with ValueError
+        # Hydra rejects some overrides with a bare ValueError that does not name them.
+        fail(f"config: {_one_line(err)} (overrides: {' '.join(args)})")
     finally:
         sys.argv = saved
 

@@ -70,11 +70,6 @@ def test_help(attnlab_cli, tmp_path, command):
         pytest.param(
             "model=3",
             ["model"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="attnlab bug: Hydra raises a plain ValueError ('Config group override "
-                "must be a string or a list. Got int'), which run_task does not catch",
-            ),
             id="group-given-a-number",
         ),
     ],
@@ -91,11 +86,6 @@ def test_launcher_without_multirun_is_refused(attnlab_cli, tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attnlab bug: a UserError raised inside a Hydra task is preceded on stderr by "
-    "Hydra's 'Error executing job with overrides: [...]' line (JobReturn.return_value)",
-)
 def test_error_inside_task_is_one_line(attnlab_cli, tmp_path):
     result = attnlab_cli("data", "preview", "preview.n=0", cwd=tmp_path)
     assert_user_error(result, "preview.n")

@@ -9,7 +9,9 @@ from attnlab.data.strips import StripSynth, TrainStream
 from attnlab.models.attention import masked_softmax
 from attnlab.models.readers import beam_search, build_reader, count_parameters, greedy
 
-SMALL = dict(stem_channels=[], stride=2, column_mlp=0, hidden=16, dec_hidden=32, embed=8, attn_dim=16)
+SMALL = dict(
+    stem_channels=[], stride=2, column_mlp=0, hidden=16, dec_hidden=32, embed=8, attn_dim=16
+)
 
 
 def strips(lengths, seed=0):

@@ -18,7 +18,7 @@ SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmL
 # Each job uses one torch thread: two parallel jobs on a two-core machine stay fast.
 # data.train_lengths is repeated on purpose: sweep.yaml's sweeper params would otherwise
 # override preset=tiny's [1, 3] with [1, 8] (see test_sweep_preset_sets_train_lengths).
-TINY = ["preset=tiny", "seed=0", "train.threads=1", "data.train_lengths=[1,3]"]
+TINY = ["preset=tiny", "seed=0"]
 
 
 def job_config(job: Path) -> dict:
@@ -134,11 +134,6 @@ def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attnlab bug: conf/sweep.yaml's sweeper params set data.train_lengths=[1,8], "
-    "which overrides the preset group, so preset=tiny sweeps train on 1-8",
-)
 def test_sweep_preset_sets_train_lengths(attnlab_cli, tmp_path):
     # train.steps=0 makes each job stop at once (a UserError), after Hydra wrote its config.
     sweep = tmp_path / "s3"
@@ -151,11 +146,6 @@ def test_sweep_preset_sets_train_lengths(attnlab_cli, tmp_path):
     assert job_config(job)["data"]["train_lengths"] == [1, 3]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attnlab bug: cli.run_task adds -m for sweeps, and Hydra refuses -m with --cfg "
-    "(ValueError 'Only one of --run, --multirun, --cfg ...', printed as a traceback, exit 1)",
-)
 def test_slurm_launcher_cfg_hydra(attnlab_cli, tmp_path):
     overrides = ["hydra/launcher=slurm", "preset=gpu", "hydra.launcher.partition=gpu"]
     result = attnlab_cli("sweep", "lengths", *overrides, "--cfg", "hydra", cwd=tmp_path)

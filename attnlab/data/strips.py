@@ -250,7 +250,7 @@ def _build_bank(key: tuple) -> GlyphBank:
     aligned = [_left_align(_gaussian_blur(var.reshape(-1, height, wg), s)) for s in levels]
     w_used = int(max(w.max() for _, w in aligned))
     n, r, k = len(base), len(names), len(levels)
-    columns = torch.stack([c[:, :w_used].reshape(n, variants, w_used, height) for c, _ in aligned], 1)
+    columns = torch.stack([c[:, :w_used].view(n, variants, w_used, height) for c, _ in aligned], 1)
     columns = columns.reshape(r, 10, k, variants, w_used, height).transpose(1, 2)
     widths = torch.stack([w.reshape(n, variants) for _, w in aligned], 1)  # (N, K, V)
     widths = widths.reshape(r, 10, k, variants).transpose(1, 2)
