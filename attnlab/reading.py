@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,8 +36,6 @@ def read_images(
             loaded.append(load_image(path, cfg.data.height))
             names.append(path)
         except UserError as err:
-            import sys
-
             print(f"attnlab: error: {err}", file=sys.stderr)
             bad += 1
     if not loaded:

@@ -31,6 +31,8 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 from omegaconf import OmegaConf
 
+from attnlab.metrics import TABLE_COLUMNS
+
 __all__ = [
     "AGG_COLUMNS",
     "MIN_SEEDS_T",
@@ -58,17 +60,8 @@ AGG_COLUMNS = [
     "cer_hi",
     "interval",
 ]
-EVAL_COLUMNS = [
-    "length",
-    "split",
-    "n",
-    "exact_acc",
-    "exact_lo",
-    "exact_hi",
-    "cer",
-    "cer_lo",
-    "cer_hi",
-]
+# The columns of an evaluation table (metrics.TABLE_COLUMNS) that a report reads.
+EVAL_COLUMNS = TABLE_COLUMNS[: TABLE_COLUMNS.index("cer_hi") + 1]
 MIN_SEEDS_T = 5  # from this many seeds on, the band is a t-interval; below it, min-max
 MAX_MAPS_SHOWN = 4  # attention maps embedded per (run, eval, length, correct|failure)
 READER_ORDER = ["fixed", "attention"]

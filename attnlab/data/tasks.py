@@ -15,25 +15,23 @@ from attnlab.errors import UserError, reports_user_errors
 from attnlab.io import atomic_write
 
 
-def _lengths(pair, key: str, n: int, gen: torch.Generator) -> torch.Tensor:
+def _sample(cfg: DictConfig, n: int, pair, key: str, seed: int, sort: bool) -> StripBatch:
+    """n strips with lengths drawn uniformly from the range ``pair`` (named ``key``)."""
+    if n < 1:
+        raise UserError(f"{key.rsplit('.', 1)[0]}: the number of strips must be >= 1, got {n}")
     lo, hi = span(pair, key)
-    return torch.randint(lo, hi + 1, (n,), generator=gen)
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(lo, hi + 1, (n,), generator=gen)
+    return StripSynth(cfg.data).sample(lengths.sort().values if sort else lengths, gen)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
 @reports_user_errors
 def preview(cfg: DictConfig) -> None:
     p = cfg.preview
-    if p.n < 1:
-        raise UserError(f"preview.n must be >= 1, got {p.n}")
-    gen = torch.Generator().manual_seed(p.seed)
-    pair = (
-        p.lengths
-        if p.lengths is not None
-        else [min(seen_lengths(cfg.data)), max(seen_lengths(cfg.data))]
-    )
-    lengths = _lengths(pair, "preview.lengths", p.n, gen).sort().values
-    strips = StripSynth(cfg.data).sample(lengths, gen)
+    seen = seen_lengths(cfg.data)
+    pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
+    strips = _sample(cfg, p.n, pair, "preview.lengths", p.seed, sort=True)
     out = draw_grid(strips, Path(p.out))
     print(f"wrote {len(strips)} strips to {out}")
 
@@ -63,10 +61,6 @@ def draw_grid(strips: StripBatch, path: Path) -> Path:
 @reports_user_errors
 def export(cfg: DictConfig) -> None:
     e = cfg.export
-    if e.n < 1:
-        raise UserError(f"--n must be >= 1, got {e.n}")
-    gen = torch.Generator().manual_seed(e.seed)
-    lengths = _lengths(e.lengths, "--lengths", e.n, gen)
-    strips = StripSynth(cfg.data).sample(lengths, gen)
+    strips = _sample(cfg, e.n, e.lengths, "export.lengths", e.seed, sort=False)
     out = export_folder(strips, Path(e.out))
     print(f"wrote {len(strips)} strips and labels.csv to {out}")
