@@ -59,6 +59,7 @@ class ModelConfig:
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
     stride: int = 8  # pixel columns per encoder column (a power of two)
+    normalize_strips: bool = True  # stretch each strip's grey levels to [0, 1] first
     column_mlp: int = 256  # hidden units of a per-column layer before the GRU; 0 = none
     column_norm: bool = True  # LayerNorm on the column features before the GRU
     hidden: int = 64  # encoder GRU hidden size per direction
@@ -80,16 +81,16 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 1500
-    batch_size: int = 256
+    steps: int = 3000
+    batch_size: int = 128  # strips per micro-batch (x accumulate = per optimiser step)
     accumulate: int = 1
-    val_every: int = 250
+    val_every: int = 500
     log_every: int = 25
-    checkpoint_every: int = 250
+    checkpoint_every: int = 500
     examples_shown: int = 3  # truth | reading | confidence rows printed at each validation
     maps_logged: int = 3  # validation strips whose attention map goes to TensorBoard
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: int = 0  # CPU threads for torch; 0 = leave torch's default
+    threads: int = 0  # CPU threads; 0 = torch default (under submitit: the job CPU share)
     compile: bool = False
     bf16: bool = True  # autocast to bf16 on CUDA
     progress: str = "auto"  # auto | rich | plain

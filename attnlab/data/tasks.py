@@ -16,10 +16,11 @@ from attnlab.io import atomic_write
 
 
 def _sample(cfg: DictConfig, n: int, pair, key: str, seed: int, sort: bool) -> StripBatch:
-    """n strips with lengths drawn uniformly from the range ``pair`` (named ``key``)."""
+    """n strips with lengths drawn uniformly from the range ``pair``; ``key`` is the config
+    section named in errors (``preview`` or ``export``)."""
     if n < 1:
-        raise UserError(f"{key.rsplit('.', 1)[0]}: the number of strips must be >= 1, got {n}")
-    lo, hi = span(pair, key)
+        raise UserError(f"{key}.n must be >= 1, got {n}")
+    lo, hi = span(pair, f"{key}.lengths")
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(lo, hi + 1, (n,), generator=gen)
     return StripSynth(cfg.data).sample(lengths.sort().values if sort else lengths, gen)
@@ -31,7 +32,7 @@ def preview(cfg: DictConfig) -> None:
     p = cfg.preview
     seen = seen_lengths(cfg.data)
     pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
-    strips = _sample(cfg, p.n, pair, "preview.lengths", p.seed, sort=True)
+    strips = _sample(cfg, p.n, pair, "preview", p.seed, sort=True)
     out = draw_grid(strips, Path(p.out))
     print(f"wrote {len(strips)} strips to {out}")
 
@@ -61,6 +62,6 @@ def draw_grid(strips: StripBatch, path: Path) -> Path:
 @reports_user_errors
 def export(cfg: DictConfig) -> None:
     e = cfg.export
-    strips = _sample(cfg, e.n, e.lengths, "export.lengths", e.seed, sort=False)
+    strips = _sample(cfg, e.n, e.lengths, "export", e.seed, sort=False)
     out = export_folder(strips, Path(e.out))
     print(f"wrote {len(strips)} strips and labels.csv to {out}")

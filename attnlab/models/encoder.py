@@ -32,6 +32,7 @@ class ColumnEncoder(nn.Module):
         if height % (2**n_conv):
             raise UserError(f"data.height={height} must be divisible by {2**n_conv} (stem)")
         self.stride = cfg.stride
+        self.normalize = cfg.normalize_strips
         self.convs = nn.ModuleList()
         self.width_pools: list[int] = []
         channels, h = 1, height
@@ -76,6 +77,11 @@ class ColumnEncoder(nn.Module):
         lengths = self.column_lengths(widths)  # (B,)
         t = int(lengths.max())
         x = 1.0 - images  # ink, so that padding and the convs' zero padding agree
+        if self.normalize:  # stretch each strip's own range to [0, 1]: paper 0, darkest ink 1
+            real = (torch.arange(w, device=x.device) < widths[:, None])[:, None, :]  # (B, 1, W)
+            lo = x.masked_fill(~real, float("inf")).amin(dim=(1, 2), keepdim=True)
+            hi = x.masked_fill(~real, float("-inf")).amax(dim=(1, 2), keepdim=True)
+            x = ((x - lo) / (hi - lo).clamp(min=0.1)).clamp(0, 1) * real
         if w < t * self.stride:
             x = nn.functional.pad(x, (0, t * self.stride - w))
         x = x[:, None, :, : t * self.stride]  # (B, 1, H, T*s)
