@@ -81,7 +81,7 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 3000
+    steps: int = 2500
     batch_size: int = 128  # strips per micro-batch (x accumulate = per optimiser step)
     accumulate: int = 1
     val_every: int = 500
