@@ -36,12 +36,3 @@ def decode(ids: torch.Tensor) -> list[str]:
                 chars.append(str(t - DIGIT0))
         out.append("".join(chars))
     return out
-
-
-def reading_lengths(ids: torch.Tensor) -> torch.Tensor:
-    """(B, S) -> (B,) number of tokens before the first EOS (all S if none)."""
-    is_eos = ids == EOS
-    first = torch.where(
-        is_eos.any(1), is_eos.float().argmax(1), torch.full_like(ids[:, 0], ids.shape[1])
-    )
-    return first
