@@ -48,10 +48,6 @@ class StripBatch:
         cols = torch.arange(self.images.shape[-1])
         return cols[None, :] < self.widths[:, None]
 
-    @property
-    def lengths(self) -> torch.Tensor:
-        return torch.tensor([len(s) for s in self.labels], dtype=torch.long)
-
     def select(self, index: torch.Tensor | list[int]) -> StripBatch:
         """Sub-batch, cropped to its own widest strip."""
         index = torch.as_tensor(index, dtype=torch.long)
@@ -145,15 +141,14 @@ def _render_digits(source: str, size: int, stroke: int, height: int) -> list[tor
 
 
 def _affine_variants(
-    glyphs: torch.Tensor, data: DataConfig, generator: torch.Generator
+    glyphs: torch.Tensor, v: int, scale, shear, rotation, v_offset: int, gen: torch.Generator
 ) -> torch.Tensor:
     """(N, H, Wg) -> (N, V, H, Wg): variant 0 unchanged; the others scaled, sheared, rotated
-    and shifted vertically, each with its own draw from the configured ranges."""
+    and shifted vertically, each with its own draw from the configured [low, high] ranges."""
     n, h, wg = glyphs.shape
-    v = data.variants
-    u = torch.rand(n, v, 4, generator=generator)
-    lo = torch.tensor([data.scale[0], data.shear[0], data.rotation[0], -data.v_offset])
-    hi = torch.tensor([data.scale[1], data.shear[1], data.rotation[1], data.v_offset])
+    u = torch.rand(n, v, 4, generator=gen)
+    lo = torch.tensor([scale[0], shear[0], rotation[0], -v_offset], dtype=torch.float32)
+    hi = torch.tensor([scale[1], shear[1], rotation[1], v_offset], dtype=torch.float32)
     p = lo + u * (hi - lo)
     p[:, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0])
     scale, shear, rot = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2])
@@ -240,12 +235,9 @@ def _build_bank(key: tuple) -> GlyphBank:
     for i, g in enumerate(base):  # centred, so that rotation and shear stay inside
         left = (wg - g.shape[1]) // 2
         padded[i, :, left : left + g.shape[1]] = g
-    cfg = DataConfig(
-        height=height, variants=variants, scale=list(scale), shear=list(shear),
-        rotation=list(rotation), v_offset=v_offset,
-    )  # fmt: skip
     gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
-    var = _affine_variants(padded, cfg, gen).clamp_(0, 1)  # (N, V, H, Wg)
+    var = _affine_variants(padded, variants, scale, shear, rotation, v_offset, gen)
+    var = var.clamp_(0, 1)  # (N, V, H, Wg)
     levels = _blur_levels(list(blur))
     aligned = [_left_align(_gaussian_blur(var.reshape(-1, height, wg), s)) for s in levels]
     w_used = int(max(w.max() for _, w in aligned))
@@ -309,10 +301,6 @@ class StripSynth:
         lo, hi = data.gap
         if lo > hi or data.margin[0] > data.margin[1] or data.margin[0] < 0:
             raise UserError("data.gap and data.margin must be [low, high] with low <= high")
-
-    @property
-    def height(self) -> int:
-        return self.data.height
 
     def random_strings(self, lengths: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """(B,) lengths -> (B, L) digits with -1 past each length."""
