@@ -13,12 +13,17 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from attnlab.config import ExperimentConfig, Reader
+from attnlab.config import ExperimentConfig
 from attnlab.errors import UserError
 from attnlab.io import atomic_write
-from attnlab.models.readers import BaseReader, build_reader
+from attnlab.models import registry
+from attnlab.models.base import Reader
+from attnlab.rundir import RunDir
 
-FORMAT = 1
+# Format 2: the model config holds the reader's own fields only (format 1 held every
+# reader's fields in one flat section; those files are read by dropping the others).
+FORMAT = 2
+READABLE = (1, 2)
 
 
 def save(path: Path, payload: dict[str, Any]) -> Path:
@@ -35,34 +40,47 @@ def load(path: Path | str, map_location: str | torch.device = "cpu") -> dict[str
     except Exception as err:  # truncated, corrupt, or not a torch file at all
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: not a readable attnlab checkpoint ({reason[:160]})") from err
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or "model" not in ckpt:
-        raise UserError(f"{path}: not an attnlab checkpoint (format {FORMAT} expected)")
+    if not isinstance(ckpt, dict) or ckpt.get("format") not in READABLE or "model" not in ckpt:
+        raise UserError(
+            f"{path}: not an attnlab checkpoint this version reads (format "
+            f"{', '.join(map(str, READABLE))} expected, found {_format_of(ckpt)})"
+        )
     return ckpt
 
 
+def _format_of(ckpt: Any) -> str:
+    return str(ckpt.get("format")) if isinstance(ckpt, dict) else type(ckpt).__name__
+
+
 def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
-    """The run's config from a checkpoint, validated against the schema."""
+    """The run's config from a checkpoint, validated against the schema of its reader."""
+    saved = dict(ckpt.get("config") or {})
+    name = str((saved.get("model") or {}).get("name", ckpt.get("reader")))
     schema = OmegaConf.structured(ExperimentConfig)
+    schema.model = registry.config_node(name)
+    model = dict(saved.get("model") or {})
+    if ckpt.get("format") == 1:  # one flat model section: keep this reader's fields
+        model = {k: v for k, v in model.items() if k in schema.model}
     try:
-        return OmegaConf.merge(schema, ckpt["config"])  # type: ignore[return-value]
+        return OmegaConf.merge(schema, {**saved, "model": model})  # type: ignore[return-value]
     except Exception as err:
         raise UserError(f"checkpoint config does not fit this attnlab version: {err}") from err
 
 
-def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[BaseReader, ExperimentConfig]:
+def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[Reader, ExperimentConfig]:
     """Rebuild the reader a checkpoint was trained as and load its weights."""
     cfg = config_of(ckpt)
-    reader = build_reader(cfg.model, cfg.data.height)
+    reader = registry.build(cfg.model, cfg.data.height)
     load_weights(reader, ckpt, path)
     reader.eval()
     return reader, cfg
 
 
-def load_weights(reader: BaseReader, ckpt: dict[str, Any], path: Path | str) -> None:
+def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None:
     kind = ckpt.get("reader")
-    if kind != Reader(reader.kind).value:
+    if kind != reader.name:
         raise UserError(
-            f"{path}: checkpoint holds a {kind} reader, the config asks for {reader.kind.value}"
+            f"{path}: checkpoint holds a {kind} reader, the config asks for {reader.name}"
         )
     try:
         reader.load_state_dict(ckpt["model"])
@@ -75,9 +93,9 @@ def resolve(run_or_ckpt: Path | str, which: str = "best") -> Path:
     """A run directory (-> checkpoints/<which>.pt) or a checkpoint file."""
     p = Path(run_or_ckpt)
     if p.is_dir():
-        ckpt = p / "checkpoints" / f"{which}.pt"
+        ckpt = RunDir(p).checkpoint(which)
         if not ckpt.is_file():
-            raise UserError(f"{p}: no checkpoints/{which}.pt (is it a finished attnlab run?)")
+            raise UserError(f"{p}: no {ckpt.relative_to(p)} (is it a finished attnlab run?)")
         return ckpt
     if not p.exists():
         raise UserError(f"no such run directory or checkpoint: {p}")

@@ -90,12 +90,27 @@ def run_task(
     except (HydraException, OmegaConfBaseException) as err:
         fail(f"config: {_one_line(err)}")
     except ValueError as err:
-        if _raised_in_attnlab(err):
-            raise
+        if _raised_in_attnlab(err):  # a value no check caught: still one line, with where
+            if os.environ.get("ATTNLAB_DEBUG"):
+                raise
+            fail(f"{_one_line(err)} ({_where(err)}; ATTNLAB_DEBUG=1 shows the traceback)")
         # Hydra rejects some overrides with a bare ValueError that does not name them.
         fail(f"config: {_one_line(err)} (overrides: {' '.join(args)})")
     finally:
         sys.argv = saved
+
+
+def _where(err: BaseException) -> str:
+    """The innermost attnlab frame of a traceback, as ``module.py:line``."""
+    import traceback
+
+    here = Path(__file__).parent
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if _inside(f.filename, here)]
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "attnlab"
+
+
+def _inside(filename: str, here: Path) -> bool:
+    return Path(filename).is_relative_to(here) and Path(filename).name != "cli.py"
 
 
 def _raised_in_attnlab(err: BaseException) -> bool:
@@ -103,10 +118,7 @@ def _raised_in_attnlab(err: BaseException) -> bool:
     import traceback
 
     here = Path(__file__).parent
-    return any(
-        Path(frame.filename).is_relative_to(here) and Path(frame.filename).name != "cli.py"
-        for frame in traceback.extract_tb(err.__traceback__)
-    )
+    return any(_inside(frame.filename, here) for frame in traceback.extract_tb(err.__traceback__))
 
 
 def version_callback(value: bool) -> None:
@@ -126,10 +138,11 @@ def main(
 
 @app.command(context_settings=FORWARD)
 def train(ctx: typer.Context) -> None:
-    """Train one reader: attnlab train [model=fixed|attention] [key=value ...] [-m].
+    """Train one reader: attnlab train [model=READER] [key=value ...] [-m].
 
-    Examples: attnlab train model=fixed 'data.train_lengths=[1,8]';
-    attnlab train preset=gpu; attnlab train --cfg job (print the config).
+    READER is any registered reader (attnlab readers lists them). Examples:
+    attnlab train model=fixed 'data.train_lengths=[1,8]'; attnlab train preset=gpu;
+    attnlab train --cfg job (print the config).
     """
     from attnlab.train import main as task
 
@@ -138,7 +151,7 @@ def train(ctx: typer.Context) -> None:
 
 @sweep_app.command("lengths", context_settings=FORWARD)
 def sweep_lengths(ctx: typer.Context) -> None:
-    """Both readers x seeds x training-length ranges; each job trains then evaluates.
+    """Readers x seeds x training-length ranges; each job trains then evaluates.
 
     Examples: attnlab sweep lengths seed=0; attnlab sweep lengths hydra/launcher=local;
     attnlab sweep lengths hydra/launcher=slurm preset=gpu hydra.launcher.partition=gpu.
@@ -216,14 +229,28 @@ def read(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ) -> None:
     """Read strip images with a trained reader: prints file, reading, confidence."""
-    from attnlab.reading import read_images
+    from attnlab.read import read_files
 
     try:
-        bad = read_images(images, run, attention, beam, checkpoint, device, typer.echo)
+        bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo)
     except UserError as err:
         fail(str(err))
     if bad:
         raise typer.Exit(2)
+
+
+@app.command()
+def readers() -> None:
+    """The registered readers (model=NAME), with a line on each."""
+    from attnlab.models import registry
+
+    try:
+        names = registry.names()
+    except UserError as err:
+        fail(str(err))
+    width = max(len(n) for n in names)
+    for name in names:
+        typer.echo(f"{name:<{width}}  {registry.get(name).description}")
 
 
 @app.command()

@@ -7,22 +7,10 @@ type is declared here, so a misspelt key or a wrong type is a one-line compositi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
-
-
-class Reader(str, Enum):
-    fixed = "fixed"
-    attention = "attention"
-
-
-class Scorer(str, Enum):
-    additive = "additive"
-    dot = "dot"
-    scaled_dot = "scaled_dot"
 
 
 @dataclass
@@ -55,7 +43,13 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    name: Reader = Reader.attention
+    """The reader's name and the column encoder every reader shares.
+
+    Each reader's own fields live in a subclass declared in its module
+    (``attnlab/models/readers/<name>.py``) and registered as ``model/<name>_schema``.
+    """
+
+    name: str = MISSING  # a registered reader: attnlab.models.registry.names()
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
     stride: int = 8  # pixel columns per encoder column (a power of two)
@@ -64,10 +58,6 @@ class ModelConfig:
     column_norm: bool = True  # LayerNorm on the column features before the GRU
     hidden: int = 64  # encoder GRU hidden size per direction
     layers: int = 1  # encoder GRU layers
-    dec_hidden: int = 128
-    embed: int = 32
-    attn_dim: int = 64
-    scorer: Scorer = Scorer.additive
 
 
 @dataclass
@@ -115,7 +105,7 @@ class ExperimentConfig:
 
     seed: int = 0
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = MISSING  # the config group `model` chooses a reader's subclass
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -166,12 +156,24 @@ def register_configs() -> None:
 register_configs()
 
 
-def seen_lengths(data: DataConfig) -> list[int]:
-    """The lengths a reader is trained on ("seen"), sorted."""
+def seen_lengths(data: Any) -> list[int]:
+    """The lengths a reader is trained on ("seen"), sorted; ``data`` is a DataConfig or the
+    ``data`` node of a run's saved config."""
     if data.train_length_set:
         return sorted(set(int(n) for n in data.train_length_set))
     lo, hi = span(data.train_lengths, "data.train_lengths")
     return list(range(lo, hi + 1))
+
+
+def lengths_label(lengths: list[int]) -> str:
+    """One label for a set of lengths: "1-8" when contiguous, else "2,4,6". Equal sets get
+    equal labels, however they were configured."""
+    seen = sorted(set(int(n) for n in lengths))
+    if not seen:
+        return "?"
+    if seen == list(range(seen[0], seen[-1] + 1)):
+        return f"{seen[0]}-{seen[-1]}"
+    return ",".join(map(str, seen))
 
 
 def span(pair: Any, key: str) -> tuple[int, int]:
@@ -182,3 +184,127 @@ def span(pair: Any, key: str) -> tuple[int, int]:
     if len(values) != 2 or not 1 <= int(values[0]) <= int(values[1]):
         raise UserError(f"{key} must be [low, high] with 1 <= low <= high, got {values}")
     return int(values[0]), int(values[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Value checks: types come from the schema; these are the values a type cannot rule out.
+# Every task calls the check of its config before it writes anything.
+
+
+def _finite(x: Any) -> bool:
+    import math
+
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _require(ok: bool, key: str, value: Any, rule: str) -> None:
+    from attnlab.errors import UserError
+
+    if not ok:
+        raise UserError(f"{key}={value!r}: {rule}")
+
+
+def _check_pairs(section: Any, prefix: str, keys: list[str], low: float = 0.0) -> None:
+    for key in keys:
+        pair = list(getattr(section, key))
+        ok = len(pair) == 2 and all(_finite(v) for v in pair) and low <= pair[0] <= pair[1]
+        _require(ok, f"{prefix}.{key}", pair, f"must be [low, high] with {low:g} <= low <= high")
+
+
+def check_data(d: Any) -> None:
+    _require(d.height >= 16, "data.height", d.height, "must be >= 16 px")
+    if d.train_length_set is not None:
+        values = list(d.train_length_set)
+        _require(
+            bool(values) and all(int(v) >= 1 for v in values),
+            "data.train_length_set", values, "must list lengths >= 1",
+        )  # fmt: skip
+    else:
+        span(d.train_lengths, "data.train_lengths")
+    sizes = list(d.font_sizes)
+    _require(
+        bool(sizes) and all(s >= 4 for s in sizes), "data.font_sizes", sizes, "must be >= 4 px"
+    )
+    _require(
+        all(s >= 0 for s in d.stroke_widths),
+        "data.stroke_widths",
+        list(d.stroke_widths),
+        "must be >= 0",
+    )
+    _require(d.variants >= 1, "data.variants", d.variants, "must be >= 1")
+    _require(d.v_offset >= 0, "data.v_offset", d.v_offset, "must be >= 0")
+    _require(d.val_per_length >= 1, "data.val_per_length", d.val_per_length, "must be >= 1")
+    _check_pairs(d, "data", ["scale"], low=0.1)
+    _check_pairs(d, "data", ["noise", "blur", "contrast", "background"])
+    _check_pairs(d, "data", ["shear", "rotation"], low=-90.0)
+    _check_pairs(d, "data", ["gap"], low=-64.0)
+    _check_pairs(d, "data", ["margin"])
+
+
+def check_model(m: Any) -> None:
+    for key in ("hidden", "layers"):
+        _require(getattr(m, key) >= 1, f"model.{key}", getattr(m, key), "must be >= 1")
+    for key in ("dec_hidden", "embed", "attn_dim"):
+        if key in m:
+            _require(getattr(m, key) >= 1, f"model.{key}", getattr(m, key), "must be >= 1")
+    _require(m.column_mlp >= 0, "model.column_mlp", m.column_mlp, "must be >= 0 (0 = none)")
+    _require(
+        all(c >= 1 for c in m.stem_channels),
+        "model.stem_channels",
+        list(m.stem_channels),
+        "must be >= 1 each",
+    )
+
+
+def check_eval(e: Any, prefix: str = "eval") -> None:
+    _require(e.n >= 1, f"{prefix}.n", e.n, "must be >= 1 strips per length")
+    _require(e.batch_size >= 1, f"{prefix}.batch_size", e.batch_size, "must be >= 1")
+    _require(e.beam >= 1, f"{prefix}.beam", e.beam, "must be >= 1 (1 = greedy)")
+    _require(e.maps_k >= 0, f"{prefix}.maps_k", e.maps_k, "must be >= 0")
+    _require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
+    if e.lengths is not None:
+        span(e.lengths, f"{prefix}.lengths")
+
+
+def check_experiment(cfg: Any) -> None:
+    """Every value check of a training config; one UserError naming the key."""
+    check_data(cfg.data)
+    check_model(cfg.model)
+    o, t = cfg.optim, cfg.train
+    _require(_finite(o.lr) and o.lr > 0, "optim.lr", o.lr, "must be a finite number > 0")
+    _require(
+        _finite(o.weight_decay) and o.weight_decay >= 0,
+        "optim.weight_decay",
+        o.weight_decay,
+        "must be finite and >= 0",
+    )
+    _require(o.warmup_steps >= 0, "optim.warmup_steps", o.warmup_steps, "must be >= 0")
+    _require(
+        _finite(o.min_lr_ratio) and 0 <= o.min_lr_ratio <= 1,
+        "optim.min_lr_ratio",
+        o.min_lr_ratio,
+        "must be in [0, 1]",
+    )
+    _require(
+        _finite(o.grad_clip) and o.grad_clip > 0,
+        "optim.grad_clip",
+        o.grad_clip,
+        "must be a finite number > 0",
+    )
+    for key in ("steps", "batch_size", "accumulate", "val_every", "log_every", "checkpoint_every"):
+        _require(getattr(t, key) >= 1, f"train.{key}", getattr(t, key), "must be >= 1")
+    _require(t.batch_size <= 65536, "train.batch_size", t.batch_size,
+             "is too large to allocate; use a smaller batch with train.accumulate=K")  # fmt: skip
+    _require(t.examples_shown >= 0 and t.maps_logged >= 0, "train.examples_shown/maps_logged",
+             (t.examples_shown, t.maps_logged), "must be >= 0")  # fmt: skip
+    _require(t.threads >= 0, "train.threads", t.threads, "must be >= 0 (0 = default)")
+    _require(
+        t.progress in ("auto", "rich", "plain"),
+        "train.progress",
+        t.progress,
+        "must be auto, rich or plain",
+    )
+    check_eval(cfg.eval)

@@ -1,4 +1,6 @@
-"""The one exception type for mistakes a user can fix, and how tasks report it."""
+"""``UserError``, the base of every exception for a mistake a user can fix (a bad option, a
+missing or unreadable file, an incompatible checkpoint, a run directory in use), and how a
+Hydra task reports it: one line on stderr and exit status 2."""
 
 from __future__ import annotations
 

@@ -1,90 +1,42 @@
-"""Readings -> per-length metrics and attention maps.
+"""``attnlab eval``: readings -> per-length metrics, tables and attention maps.
 
-``read_strips`` is the one evaluation step every reader shares (batched, no gradients,
-strips of similar width batched together); ``evaluate_run`` turns a trained run into
-``eval/<name>/metrics_by_length.csv`` and ``.md``, ``eval.json`` and attention maps.
+``evaluate_run`` reads a trained run's fixed test sets (or a user folder) through
+``attnlab.inference.read_strips`` and writes ``eval/<name>/metrics_by_length.csv`` and
+``.md``, attention maps when the reader has weights, and ``eval.json`` last. The folder is
+built under a hidden temporary name and renamed into place, so an evaluation that dies
+leaves no partial ``eval/<name>``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
 
 import hydra
 import numpy as np
 import pandas as pd
-import torch
 from omegaconf import DictConfig
 from rapidfuzz.distance import Levenshtein
 
 from attnlab import checkpoint, maps, metrics
-from attnlab.config import EvalConfig, Reader, seen_lengths, span
-from attnlab.data.folder import read_folder
+from attnlab.config import EvalConfig, check_eval, seen_lengths, span
+from attnlab.data.folder import load_folder
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import reports_user_errors
-from attnlab.io import atomic_write, write_json, write_text
-from attnlab.models.readers import BaseReader, decode
+from attnlab.inference import Readings, read_strips
+from attnlab.io import atomic_write, write_text
+from attnlab.models import registry
+from attnlab.rundir import EvalDir, EvalMeta, RunDir
 from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StripReadings:
-    """The readings of a StripBatch, in its order."""
-
-    texts: list[str]
-    confidence: np.ndarray  # (N,)
-    weights: list[np.ndarray] | None  # per strip (steps, columns), steps = reading + EOS
-
-    def exact(self, labels: list[str]) -> np.ndarray:
-        return np.array([r == t for r, t in zip(self.texts, labels, strict=True)])
-
-
-@torch.no_grad()
-def read_strips(
-    reader: BaseReader,
-    strips: StripBatch,
-    device: torch.device,
-    batch_size: int = 256,
-    beam: int = 1,
-    keep_weights: bool = True,
-) -> StripReadings:
-    """Decode every strip; batches hold strips of similar width (sorted by width)."""
-    reader.eval()
-    order = torch.argsort(strips.widths, stable=True)
-    n = len(strips)
-    texts: list[str] = [""] * n
-    conf = np.zeros(n, dtype=np.float64)
-    weights: list[np.ndarray | None] = [None] * n
-    has_weights = reader.kind is Reader.attention and keep_weights
-    for start in range(0, n, batch_size):
-        idx = order[start : start + batch_size]
-        sub = strips.select(idx)
-        memory = reader.encode(sub.images.to(device), sub.widths.to(device))
-        out = decode(reader, memory, beam)
-        c = out.confidence.float().cpu().numpy()
-        w = out.weights.cpu().numpy() if (has_weights and out.weights is not None) else None
-        cols = memory.lengths.cpu().numpy()
-        for j, i in enumerate(idx.tolist()):
-            texts[i] = out.texts[j]
-            conf[i] = c[j]
-            if w is not None:
-                steps = min(len(out.texts[j]) + 1, w.shape[1])
-                weights[i] = w[j, :steps, : cols[j]]
-    return StripReadings(texts, conf, weights if has_weights else None)  # type: ignore[arg-type]
-
-
-def quick_scores(labels: list[str], texts: list[str]) -> tuple[float, float]:
-    """Exact-string accuracy and corpus CER (edit distance / reference characters)."""
-    exact = float(np.mean([t == r for t, r in zip(labels, texts, strict=True)]))
-    dist = sum(Levenshtein.distance(t, r) for t, r in zip(labels, texts, strict=True))
-    return exact, dist / max(1, sum(len(t) for t in labels))
+registry.discover()
+PARTIAL = ".partial"
 
 
 def records_for(
-    strips: StripBatch, readings: StripReadings, stride: int, known_spans: bool = True
+    strips: StripBatch, readings: Readings, stride: int, known_spans: bool = True
 ) -> pd.DataFrame:
     """One row per strip: what per_length_table needs."""
     rows = []
@@ -123,9 +75,11 @@ def default_map_lengths(seen: list[int], lengths: list[int]) -> list[int]:
 
 
 def output_dir(ckpt_path: Path) -> Path:
-    """Evaluations go into the run directory of a checkpoint (``<run>/eval``)."""
-    if ckpt_path.parent.name == "checkpoints":
-        return ckpt_path.parent.parent / "eval"
+    """Evaluations go into the run directory of a checkpoint (``<run>/eval``); a checkpoint
+    outside a run directory gets ``<stem>_eval`` beside it."""
+    run = RunDir(ckpt_path.parent.parent)
+    if ckpt_path.parent == run.checkpoints:
+        return run.eval_root
     return ckpt_path.parent / f"{ckpt_path.stem}_eval"
 
 
@@ -136,18 +90,34 @@ def evaluate_run(
     device: str = "auto",
     say=print,
 ) -> Path:
-    """Evaluate a run (or checkpoint): tables, maps and eval.json under ``eval/<name>``."""
+    """Evaluate a run (or checkpoint): tables, maps and eval.json under ``eval/<name>``.
+
+    The run directory is locked meanwhile; eval.json is written last, so an evaluation
+    without it is partial, and it records the checkpoint step that was read.
+    """
+    check_eval(cfg)
     ckpt_path = checkpoint.resolve(run, which)
+    owner = RunDir(ckpt_path.parent.parent)
+    lock = owner.lock("eval") if ckpt_path.parent == owner.checkpoints else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        return _evaluate(ckpt_path, cfg, device, say)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     ckpt = checkpoint.load(ckpt_path)
     reader, exp = checkpoint.restore_reader(ckpt, ckpt_path)
     dev = resolve_device(device)
     reader.to(dev)
     seen = seen_lengths(exp.data)
-    stride = reader.encoder.stride
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     if cfg.folder:
-        strips, _ = read_folder(cfg.folder, exp.data.height)
+        strips, _ = load_folder(cfg.folder, exp.data.height)
         source = "folder"
         name = cfg.name or f"folder-{Path(cfg.folder).resolve().name}-{decoding}"
         sets = {n: strips.select(idx) for n, idx in _by_length(strips).items()}
@@ -157,7 +127,28 @@ def evaluate_run(
         lengths = default_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
         synth = StripSynth(exp.data)
         sets = {n: fixed_set(synth, "test", n, cfg.n) for n in lengths}
-    out = output_dir(ckpt_path) / name
+    final = EvalDir(output_dir(ckpt_path) / name)
+    out = EvalDir(final.path.parent / f".{name}{PARTIAL}")
+    for orphan in final.path.parent.glob(f".*{PARTIAL}"):  # left by a killed evaluation
+        shutil.rmtree(orphan, ignore_errors=True)
+    try:
+        _write_evaluation(out, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say)
+    except BaseException:
+        shutil.rmtree(out.path, ignore_errors=True)
+        raise
+    if final.path.exists():  # an earlier evaluation of this name is replaced whole
+        shutil.rmtree(final.path)
+    out.path.rename(final.path)
+    say(f"evaluation written to {final.path}")
+    return final.path
+
+
+def _write_evaluation(
+    out, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say
+) -> None:
+    """Read every set, then write tables, maps and eval.json (last) into ``out``."""
+    stride = reader.encoder.stride
+    decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     frames, readings_by_length = [], {}
     for n, strips in sets.items():
@@ -167,41 +158,41 @@ def evaluate_run(
     records = pd.concat(frames, ignore_index=True)
     table = metrics.per_length_table(records, seen, n_boot=cfg.n_boot, seed=0)
 
-    title = f"{reader.kind.value} reader, {source} strips, {decoding} ({ckpt_path})"
-    write_text(out / "metrics_by_length.md", metrics.table_markdown(table, title) + "\n")
-    _write_csv(out / "metrics_by_length.csv", table)
+    title = f"{reader.name} reader, {source} strips, {decoding} ({ckpt_path})"
+    write_text(out.table_md, metrics.table_markdown(table, title) + "\n")
+    atomic_write(out.table_csv, lambda p: table.to_csv(p, index=False))
     say(metrics.table_markdown(table, title))
 
-    if reader.kind is Reader.attention:
+    has_weights = any(r.weights is not None for _, r in readings_by_length.values())
+    if has_weights:
         map_lengths = (
             default_map_lengths(seen, list(sets)) if cfg.map_lengths is None else cfg.map_lengths
         )
-        for line in draw_maps(out / "maps", readings_by_length, map_lengths, cfg.maps_k, stride):
+        for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
             say(line)
-        maps.draw_attention_summary(out / "attention_summary.png", table, seen)
+        maps.draw_attention_summary(out.attention_summary, table, seen)
     else:
-        say("fixed-context reader: it has no attention weights, so no attention maps are drawn")
+        say(f"{reader.name} reader: it has no attention weights, so no attention maps are drawn")
 
-    write_json(
-        out / "eval.json",
-        {
-            "name": name,
-            "source": source,
-            "folder": str(cfg.folder) if cfg.folder else None,
-            "decoding": decoding,
-            "reader": reader.kind.value,
-            "seen_lengths": seen,
-            "lengths": sorted(sets),
-            "n_per_length": None if cfg.folder else cfg.n,
-            "checkpoint": str(ckpt_path),
-            "step": int(ckpt.get("step", 0)),
-        },
+    out.write_meta(
+        EvalMeta(
+            name=name,
+            source=source,
+            folder=str(cfg.folder) if cfg.folder else None,
+            decoding=decoding,
+            reader=reader.name,
+            seen_lengths=seen,
+            lengths=sorted(sets),
+            n_per_length=None if cfg.folder else cfg.n,
+            checkpoint=str(ckpt_path),
+            step=int(ckpt.get("step", 0)),
+        )
     )
-    say(f"evaluation written to {out}")
-    return out
 
 
-def draw_maps(out: Path, readings_by_length, lengths: list[int], k: int, stride: int) -> list[str]:
+def draw_maps(
+    out: EvalDir, readings_by_length, lengths: list[int], k: int, stride: int
+) -> list[str]:
     """k correct readings and k failures per length; returns lines saying what was drawn."""
     lines = []
     for n in lengths:
@@ -215,7 +206,7 @@ def draw_maps(out: Path, readings_by_length, lengths: list[int], k: int, stride:
             for j, i in enumerate(chosen.tolist()):
                 truth, reading = strips.labels[i], r.texts[i]
                 maps.draw_attention_map(
-                    out / f"len{n:02d}_{kind}_{j}.png",
+                    out.map_path(n, kind, j),
                     strips.images[i, :, : int(strips.widths[i])].numpy(),
                     r.weights[i],
                     stride,
@@ -243,10 +234,6 @@ def _by_length(strips: StripBatch) -> dict[int, list[int]]:
 def _range(pair) -> list[int]:
     lo, hi = span(pair, "eval.lengths")
     return list(range(lo, hi + 1))
-
-
-def _write_csv(path: Path, table: pd.DataFrame) -> None:
-    atomic_write(path, lambda p: table.to_csv(p, index=False))
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="evaluate")

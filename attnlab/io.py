@@ -1,4 +1,10 @@
-"""Files the tool writes are written whole or not at all: write a temporary file, then rename."""
+"""The one atomic writer: every file attnlab writes is written whole or not at all.
+
+A file is written to a temporary name in its own folder, flushed to disk, given the mode
+the process umask gives an ordinary new file (0644 under the usual 022; ``mkstemp`` alone
+would leave 0600, unreadable to colleagues on a shared cluster), then renamed into place.
+Text, JSON, CSV, PNG and checkpoints all go through ``atomic_write``.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +15,37 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+TMP_SUFFIX = ".tmp"
+
+
+def file_mode() -> int:
+    """The mode ``open(path, "w")`` would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
 
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` and move the result onto ``path`` in one rename."""
+    """Call ``write(tmp_path)``, then move the result onto ``path`` in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.close(fd)
+    tmp = Path(tmp_name)
     try:
-        write(Path(tmp))
+        write(tmp)
+        with open(tmp, "rb+") as fh:  # the bytes are on disk before the name points at them
+            os.fsync(fh.fileno())
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def write_bytes(path: Path | str, data: bytes) -> Path:
+    return atomic_write(path, lambda p: p.write_bytes(data))
 
 
 def write_text(path: Path | str, text: str) -> Path:
@@ -31,3 +54,24 @@ def write_text(path: Path | str, text: str) -> Path:
 
 def write_json(path: Path | str, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def write_figure(path: Path | str, fig: Any, dpi: int = 100, **savefig: Any) -> Path:
+    """A matplotlib ``Figure`` (object API, no pyplot) as a PNG file."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    return atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=dpi, **savefig))
+
+
+def remove_orphans(folder: Path | str) -> list[Path]:
+    """Delete temporary files a killed writer left in ``folder``; returns what was removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    gone = []
+    for p in folder.glob(f".*{TMP_SUFFIX}"):
+        p.unlink(missing_ok=True)
+        gone.append(p)
+    return gone

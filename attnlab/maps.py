@@ -7,40 +7,21 @@ global backend is switched and nothing needs a display. Files are written whole 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
+
+from attnlab.io import write_figure
 
 _SPAN_COLOUR = "tab:orange"
 _WRONG_COLOUR = "tab:red"
 _MAX_WIDTH_IN = 16.0
 _MIN_WIDTH_IN = 6.0
-
-
-def _save_atomic(fig: Figure, path: Path, dpi: int = 100) -> None:
-    """Render `fig` to a temp file next to `path`, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=dpi)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _row_labels(truth: str, reading: str, n_rows: int) -> list[tuple[str, bool]]:
@@ -174,7 +155,7 @@ def draw_attention_map(
         color="black" if correct else _WRONG_COLOUR,
         fontsize=11,
     )
-    _save_atomic(fig, path)
+    write_figure(path, fig)
 
 
 def _runs(values: Sequence[int]) -> list[tuple[int, int]]:
@@ -247,4 +228,4 @@ def draw_attention_summary(path: Path, table: pd.DataFrame, seen: list[int]) -> 
     if len(x):
         ax_a.set_xticks(x)
     fig.suptitle("Attention by string length: sharpness (entropy) and alignment")
-    _save_atomic(fig, path)
+    write_figure(path, fig)

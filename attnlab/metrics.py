@@ -8,30 +8,70 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
-TABLE_COLUMNS = [
-    "length",
-    "split",
-    "n",
-    "exact_acc",
-    "exact_lo",
-    "exact_hi",
-    "cer",
-    "cer_lo",
-    "cer_hi",
-    "sub",
-    "ins",
-    "del",
-    "ref_chars",
-    "len_err",
-    "mean_conf",
-    "align",
-    "entropy",
-]
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-length metric, declared once: the evaluation table, metrics_by_length.csv/.md,
+    the report's summary.csv/.md and its plots all read this list.
+
+    ``unit`` "%" means the value is a fraction in [0, 1] shown as a percent. ``interval``
+    names the columns of its 95% interval within one evaluation. Over seeds every metric is
+    averaged (``seeds="mean"``) with a band, or summed (``seeds="sum"``, counts).
+    """
+
+    name: str
+    label: str
+    unit: str = ""
+    digits: int = 1
+    interval: tuple[str, str] | None = None
+    seeds: str = "mean"
+    plot: bool = False  # the report draws it against length, one line per reader
+    lower_is_better: bool = False
+    table: bool = True  # shown in Markdown tables (every metric is in the CSV files)
+
+    @property
+    def columns(self) -> list[str]:
+        return [self.name, *(self.interval or ())]
+
+    def fmt(self, value: float, lo: float | None = None, hi: float | None = None) -> str:
+        """The value (with its interval when given) as shown in tables."""
+        if value is None or pd.isna(value):
+            return "n/a"
+        scale = 100.0 if self.unit == "%" else 1.0
+        digits = 0 if self.unit == "count" and float(value).is_integer() else self.digits
+        text = f"{scale * float(value):.{digits}f}"
+        if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
+            text += f" [{scale * float(lo):.{self.digits}f}, {scale * float(hi):.{self.digits}f}]"
+        return text
+
+    @property
+    def heading(self) -> str:
+        unit = f" {self.unit}" if self.unit and self.unit != "count" else ""
+        return f"{self.label}{unit}" + (" [95% CI]" if self.interval else "")
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("exact_acc", "exact", "%", 1, ("exact_lo", "exact_hi"), plot=True),
+    Metric("cer", "CER", "%", 2, ("cer_lo", "cer_hi"), plot=True, lower_is_better=True),
+    Metric("sub", "substitutions", "count", 1, lower_is_better=True),
+    Metric("ins", "insertions", "count", 1, lower_is_better=True),
+    Metric("del", "deletions", "count", 1, lower_is_better=True),
+    Metric("ref_chars", "reference chars", "count", 0, table=False),
+    Metric("len_err", "length errors", "%", 1, lower_is_better=True),
+    Metric("mean_conf", "mean confidence", "", 3),
+    Metric("align", "alignment", "%", 1, plot=True),
+    Metric("entropy", "attention entropy", "nats", 3, plot=True, lower_is_better=True),
+)
+METRIC = {m.name: m for m in METRICS}
+KEYS = ["length", "split", "n"]
+TABLE_COLUMNS = KEYS + [c for m in METRICS for c in m.columns]
+
 TOTAL = "all"  # value of `length` in the seen/unseen total rows
 
 # Bootstrap resamples are drawn in chunks so that (chunk, N) index arrays stay small.
@@ -234,38 +274,32 @@ def per_length_table(
     return table
 
 
-def _pct(x: float) -> str:
-    return "n/a" if pd.isna(x) else f"{100 * x:.1f}"
+def quick_scores(labels: list[str], texts: list[str]) -> tuple[float, float]:
+    """Exact-string accuracy and corpus CER (edit distance / reference characters)."""
+    exact = float(np.mean([t == r for t, r in zip(labels, texts, strict=True)]))
+    dist = sum(Levenshtein.distance(t, r) for t, r in zip(labels, texts, strict=True))
+    return exact, dist / max(1, sum(len(t) for t in labels))
 
 
-def _pct_ci(x: float, lo: float, hi: float) -> str:
-    if pd.isna(x):
-        return "n/a"
-    if pd.isna(lo) or pd.isna(hi):
-        return _pct(x)
-    return f"{_pct(x)} [{_pct(lo)}, {_pct(hi)}]"
+def length_label(length: object, split: str) -> str:
+    return f"{split} total" if length == TOTAL else str(length)
 
 
 def table_markdown(table: pd.DataFrame, title: str | None = None) -> str:
-    """Markdown rendering of a per_length_table: percentages with 95 % intervals."""
-    show_align = "align" in table and table["align"].notna().any()
-    show_ent = "entropy" in table and table["entropy"].notna().any()
+    """Markdown rendering of a per_length_table, one column per metric in METRICS (intervals
+    in brackets); metrics with no value on any row (e.g. alignment without weights) are left
+    out."""
+    shown = [m for m in METRICS if m.table and m.name in table and table[m.name].notna().any()]
     out = []
     for r in table.to_dict("records"):
         row = {
-            "length": f"{r['split']} total" if r["length"] == TOTAL else str(r["length"]),
+            "length": length_label(r["length"], r["split"]),
             "split": r["split"],
-            "n": str(int(r["n"])),
-            "exact % [95% CI]": _pct_ci(r["exact_acc"], r["exact_lo"], r["exact_hi"]),
-            "CER % [95% CI]": _pct_ci(r["cer"], r["cer_lo"], r["cer_hi"]),
-            "S/I/D": f"{int(r['sub'])}/{int(r['ins'])}/{int(r['del'])}",
-            "len err %": _pct(r["len_err"]),
-            "mean conf": "n/a" if pd.isna(r["mean_conf"]) else f"{r['mean_conf']:.3f}",
+            "n": str(r["n"]),
         }
-        if show_align:
-            row["align %"] = _pct(r["align"])
-        if show_ent:
-            row["entropy (nats)"] = "n/a" if pd.isna(r["entropy"]) else f"{r['entropy']:.3f}"
+        for m in shown:
+            lo, hi = (r.get(c) for c in m.interval) if m.interval else (None, None)
+            row[m.heading] = m.fmt(r[m.name], lo, hi)
         out.append(row)
     body = ""
     if out:

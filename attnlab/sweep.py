@@ -7,7 +7,6 @@ submitit_local and submitit_slurm launchers all run it unchanged. A job that fai
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ from omegaconf import DictConfig
 
 from attnlab.errors import reports_user_errors
 from attnlab.evaluate import evaluate_run
-from attnlab.train import hydra_run_dir, train, write_status
+from attnlab.rundir import RunDir, RunFileError, RunStatus
+from attnlab.train import hydra_run_dir, train
 
 log = logging.getLogger("attnlab.sweep")
 
@@ -33,7 +33,9 @@ def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     try:
         out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
     except BaseException as err:
-        write_status(run_dir, "failed", metrics["step"], f"evaluation: {type(err).__name__}: {err}")
+        RunDir(run_dir).write_status(
+            RunStatus.failed, metrics["step"], f"evaluation: {type(err).__name__}: {err}"
+        )
         raise
     return {**metrics, "eval_dir": str(out)}
 
@@ -42,17 +44,16 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     """The jobs of a sweep directory: those complete, and the others with their reason."""
     done, failed = [], []
     for cfg in sorted(sweep_dir.glob("*/.hydra/config.yaml")):
-        job = cfg.parent.parent
-        status_file = job / "status.json"
+        run = RunDir(cfg.parent.parent)
         try:
-            status = json.loads(status_file.read_text())
-        except (OSError, ValueError):
-            failed.append((job, "no status.json (the job did not start or was killed)"))
+            status = run.read_status()
+        except RunFileError as err:
+            failed.append((run.path, f"{err} (the job did not start or was killed)"))
             continue
-        if status.get("state") == "complete":
-            done.append(job)
+        if status.state is RunStatus.complete:
+            done.append(run.path)
         else:
             failed.append(
-                (job, f"{status.get('state')}: {status.get('error') or 'no error recorded'}")
+                (run.path, f"{status.state.value}: {status.error or 'no error recorded'}")
             )
     return done, failed

@@ -8,10 +8,9 @@ A run restarted on the same directory (a cluster requeue) continues from ``last.
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import math
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,20 +23,29 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab import checkpoint, tokens
-from attnlab.config import ExperimentConfig, Reader, seen_lengths
+from attnlab import checkpoint
+from attnlab.config import ExperimentConfig, check_experiment, lengths_label, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError, reports_user_errors
-from attnlab.evaluate import quick_scores, read_strips
-from attnlab.io import write_json, write_text
-from attnlab.models.readers import build_reader, count_parameters
+from attnlab.inference import read_strips
+from attnlab.io import remove_orphans, write_text
+from attnlab.metrics import quick_scores
+from attnlab.models import registry
+from attnlab.models.base import count_parameters
+from attnlab.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import resolve_device, set_threads
+
+registry.discover()  # reader configs are in the ConfigStore before Hydra composes
 
 log = logging.getLogger("attnlab.train")
 
 
 class NonFiniteLoss(UserError):
     pass
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (what SLURM and `kill` send) handled like Ctrl-C."""
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
@@ -67,10 +75,6 @@ def plain_config(cfg: DictConfig | ExperimentConfig) -> dict[str, Any]:
     )
 
 
-def write_status(run_dir: Path, state: str, step: int, error: str | None = None) -> None:
-    write_json(run_dir / "status.json", {"state": state, "step": step, "error": error})
-
-
 @dataclass
 class Best:
     step: int = -1
@@ -87,21 +91,23 @@ def lr_factor(step: int, warmup: int, total: int, floor: float) -> float:
 
 
 class Trainer:
-    """One training run; ``run()`` returns the final metrics."""
+    """One training run; ``run()`` returns the final metrics.
 
-    def __init__(self, cfg: DictConfig, run_dir: Path):
+    Building it writes nothing: the config is checked and an existing run's checkpoint is
+    loaded first (``prepare``), so a refused command leaves the run directory as it was.
+    """
+
+    def __init__(self, cfg: DictConfig, run: RunDir):
         self.cfg = cfg
-        self.run_dir = run_dir
-        self.ckpt_dir = run_dir / "checkpoints"
+        self.run_dir = run
         t = cfg.train
-        if t.steps < 1 or t.batch_size < 1 or t.accumulate < 1:
-            raise UserError("train.steps, train.batch_size and train.accumulate must be >= 1")
+        check_experiment(cfg)
         set_threads(t.threads)
         self.device = resolve_device(t.device)
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
         torch.manual_seed(cfg.seed)
-        self.model = build_reader(cfg.model, cfg.data.height).to(self.device)
+        self.model = registry.build(cfg.model, cfg.data.height).to(self.device)
         self.params = count_parameters(self.model)
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
@@ -120,36 +126,43 @@ class Trainer:
         self.best = Best()
         self.history: list[dict[str, Any]] = []
         self.last_val: dict[str, Any] = {}
+        self.train_seconds = 0.0  # time spent in training steps, over every restart
+        self.trained_steps = 0  # steps whose time train_seconds counts
         self.autocast = self.device.type == "cuda" and bool(t.bf16)
-        self.forward = torch.compile(self.model) if t.compile else self.model
+        self.loss_fn = torch.compile(self.model.loss) if t.compile else self.model.loss
         self.writer = None
+        self.hydra_files = _read_hydra_files(run)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
     def payload(self) -> dict[str, Any]:
         return {
-            "reader": Reader(self.cfg.model.name).value,
+            "reader": self.model.name,
             "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
             "step": self.step,
             "rng": {"torch": torch.get_rng_state(), "stream": self.stream.state()},
             "config": plain_config(self.cfg),
+            "hydra_files": self.hydra_files,
             "history": self.history,
             "best": {"step": self.best.step, "exact_acc": self.best.exact_acc},
             "best_metrics": self.best.metrics,
             "val": self.last_val,
             "params": self.params,
+            "timing": {"train_seconds": self.train_seconds, "steps": self.trained_steps},
         }
 
     def resume(self) -> bool:
-        last = self.ckpt_dir / "last.pt"
+        """Load last.pt when there is one; refuse a checkpoint of another model or data."""
+        last = self.run_dir.checkpoint("last")
         if not last.exists():
             return False
         ckpt = checkpoint.load(last)
         saved, now = ckpt.get("config", {}), plain_config(self.cfg)
         for section in ("model", "data"):
             if saved.get(section) != now[section]:
+                _restore_hydra_files(self.run_dir, ckpt.get("hydra_files"))
                 raise UserError(
                     f"{last}: this run directory holds a checkpoint trained with another "
                     f"{section} config; use a new run directory (or the same config to resume)"
@@ -167,26 +180,20 @@ class Trainer:
             ckpt.get("best_metrics", {}),
         )
         self.last_val = ckpt.get("val", {})
+        timing = ckpt.get("timing") or {}
+        self.train_seconds = float(timing.get("train_seconds", 0.0))
+        self.trained_steps = int(timing.get("steps", 0))
         log.info("resumed from %s at step %d", last, self.step)
         return True
 
     def save(self, name: str) -> None:
-        checkpoint.save(self.ckpt_dir / f"{name}.pt", self.payload())
+        checkpoint.save(self.run_dir.checkpoint(name), self.payload())
 
     def record(self, **values: float) -> None:
         """Add values to the history row of the current step."""
         if not self.history or self.history[-1]["step"] != self.step:
             self.history.append({"step": self.step})
         self.history[-1].update(values)
-
-    def write_history(self) -> None:
-        buf = io.StringIO()
-        cols = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
-        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        for row in self.history:
-            w.writerow({c: row.get(c, "") for c in cols})
-        write_text(self.run_dir / "history.csv", buf.getvalue())
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -197,20 +204,14 @@ class Trainer:
         total = 0.0
         for _ in range(acc):
             batch = self.stream.next()
-            inputs, targets = tokens.encode(batch.labels)
             images = batch.images.to(self.device, non_blocking=True)
             widths = batch.widths.to(self.device)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
-                logits, _ = self.forward(images, widths, inputs.to(self.device))
-            loss = torch.nn.functional.cross_entropy(
-                logits.float().reshape(-1, logits.shape[-1]),
-                targets.to(self.device).reshape(-1),
-                ignore_index=tokens.PAD,
-            )
+                loss = self.loss_fn(images, widths, batch.labels)
             (loss / acc).backward()
             total += float(loss.detach()) / acc
         if not math.isfinite(total):
-            last = self.ckpt_dir / "last.pt"
+            last = self.run_dir.checkpoint("last")
             kept = f"the last good checkpoint is {last}" if last.exists() else "no checkpoint yet"
             raise NonFiniteLoss(
                 f"non-finite loss ({total}) at step {self.step + 1}: training stopped, {kept} "
@@ -255,7 +256,8 @@ class Trainer:
         return val
 
     def log_attention_images(self) -> None:
-        if Reader(self.cfg.model.name) is not Reader.attention or not self.cfg.train.maps_logged:
+        """Weights of a few validation strips as TensorBoard images, when the reader has them."""
+        if not self.cfg.train.maps_logged:
             return
         strips = self.val_sets[max(self.seen)].select(range(self.cfg.train.maps_logged))
         r = read_strips(self.model, strips, self.device, 64)
@@ -265,6 +267,12 @@ class Trainer:
             img = img.repeat_interleave(8, 0).repeat_interleave(4, 1)[None]  # (1, S*8, T*4)
             self.writer.add_image(f"attention/{i}_{strips.labels[i]}", img, self.step)
 
+    def checkpoint_now(self, started: float) -> None:
+        self.train_seconds += time.time() - started
+        self.save("last")
+        self.run_dir.write_history(self.history)
+        self.run_dir.write_status(RunStatus.running, self.step)
+
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
@@ -272,23 +280,25 @@ class Trainer:
 
         t = self.cfg.train
         resumed = self.resume()
-        write_status(self.run_dir, "running", self.step)
-        self.writer = SummaryWriter(str(self.run_dir / "tb"), purge_step=self.step or None)
+        remove_orphans(self.run_dir.checkpoints)
+        self.run_dir.write_status(RunStatus.running, self.step)
+        self.writer = SummaryWriter(str(self.run_dir.tb), purge_step=self.step or None)
         log.info(
             "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",
-            Reader(self.cfg.model.name).value,
-            self.params, _lengths_label(self.seen), self.device, t.steps,
+            self.model.name, self.params, lengths_label(self.seen), self.device, t.steps,
             t.batch_size * t.accumulate, f" (resumed at step {self.step})" if resumed else "",
         )  # fmt: skip
         if self.step == 0:
             self.last_val = self.validate()
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
         start_time, start_step = time.time(), self.step
+        lap = start_time
         progress = _Progress(t.steps, self.step, _use_rich(t.progress))
         try:
             while self.step < t.steps:
                 loss = self.train_step()
                 self.step += 1
+                self.trained_steps += 1
                 lr = self.sched.get_last_lr()[0]
                 progress.update(self.step, loss, self.last_val.get("exact_acc"))
                 if self.step % t.log_every == 0 or self.step == t.steps:
@@ -315,59 +325,97 @@ class Trainer:
                         self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
                         self.save("best")
                 if self.step % t.checkpoint_every == 0 or self.step == t.steps:
-                    self.save("last")
-                    self.write_history()
+                    self.checkpoint_now(lap)
+                    lap = time.time()
         finally:
             progress.close()
             self.writer.flush()
-        elapsed = time.time() - start_time
-        metrics = {
-            "reader": Reader(self.cfg.model.name).value,
-            "step": self.step,
-            "params": self.params,
-            "elapsed_s": round(elapsed, 2),
-            "strips_per_s": round(
-                (self.step - start_step) * t.batch_size * t.accumulate / max(elapsed, 1e-9), 1
+        metrics = TrainMetrics(
+            reader=self.model.name,
+            step=self.step,
+            params=self.params,
+            elapsed_s=round(self.train_seconds, 2),
+            strips_per_s=round(
+                self.trained_steps * t.batch_size * t.accumulate / max(self.train_seconds, 1e-9),
+                1,
             ),
-            "seen_lengths": self.seen,
-            "val": self.last_val,
-            "best": {"step": self.best.step, "exact_acc": self.best.exact_acc},
-        }
-        write_json(self.run_dir / "metrics.json", metrics)
-        self.write_history()
+            seen_lengths=self.seen,
+            val=self.last_val,
+            best={"step": self.best.step, "exact_acc": self.best.exact_acc},
+        )
+        self.run_dir.write_metrics(metrics)
+        self.run_dir.write_history(self.history)
         self.writer.close()
         log.info(
             "done: step %d, validation exact %.2f%% CER %.2f%%, best exact %.2f%% at step %d; %s",
             self.step, 100 * self.last_val["exact_acc"], 100 * self.last_val["cer"],
-            100 * self.best.exact_acc, self.best.step, self.run_dir,
+            100 * self.best.exact_acc, self.best.step, self.run_dir.path,
         )  # fmt: skip
-        return metrics
+        return metrics.__dict__
+
+
+def _read_hydra_files(run: RunDir) -> dict[str, str]:
+    """The run's .hydra/*.yaml as Hydra just wrote them, kept in checkpoints so that a
+    refused later command can put them back."""
+    folder = run.config.parent
+    return {p.name: p.read_text() for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def _restore_hydra_files(run: RunDir, files: dict[str, str] | None) -> None:
+    for name, text in (files or {}).items():
+        write_text(run.config.parent / name, text)
 
 
 def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Train in ``run_dir`` (resuming from its last.pt if there is one); status.json says how
-    it went, whatever happens."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    step = 0
-    trainer = None
-    try:
-        trainer = Trainer(cfg, run_dir)
-        metrics = trainer.run()
-    except BaseException as err:
-        step = trainer.step if trainer is not None else 0
-        reason = (
-            "interrupted" if isinstance(err, KeyboardInterrupt) else f"{type(err).__name__}: {err}"
-        )
-        write_status(run_dir, "failed", step, reason)
-        raise
-    write_status(run_dir, "complete", metrics["step"])
+    it went, whatever happens. The run directory is locked while this runs; a command that
+    is refused (bad config, another reader's checkpoint, a locked directory) changes nothing
+    in it."""
+    run = RunDir(run_dir)
+    with run.lock("train"):
+        fresh = not run.status_file.exists()
+        try:
+            trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
+        except BaseException as err:
+            if fresh:  # nothing to damage: say why this run never started
+                run.write_status(RunStatus.failed, 0, f"{type(err).__name__}: {err}")
+            raise
+        with _sigterm_as_interrupt():
+            try:
+                metrics = trainer.run()
+            except BaseException as err:
+                if isinstance(err, KeyboardInterrupt):
+                    state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
+                else:
+                    state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
+                run.write_status(state, trainer.step, reason)
+                raise
+        run.write_status(RunStatus.complete, metrics["step"])
     return metrics
 
 
-def _lengths_label(seen: list[int]) -> str:
-    if seen == list(range(seen[0], seen[-1] + 1)):
-        return f"{seen[0]}-{seen[-1]}"
-    return ",".join(map(str, seen))
+class _sigterm_as_interrupt:
+    """While training, SIGTERM raises ``Interrupted`` so the status says so. Not under
+    submitit, whose own handlers checkpoint and requeue on a cluster."""
+
+    def __enter__(self):
+        import os
+        import threading
+
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and not os.environ.get(
+            "SUBMITIT_EXECUTOR"
+        ):
+            self.previous = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise Interrupted()
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def _use_rich(mode: str) -> bool:

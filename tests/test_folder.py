@@ -5,7 +5,7 @@ import torch
 from PIL import Image
 
 from attnlab.config import DataConfig
-from attnlab.data.folder import export_folder, load_image, read_folder
+from attnlab.data.folder import export_folder, load_folder, load_image
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
 
@@ -20,7 +20,7 @@ def exported(tmp_path):
 def test_export_then_read_back_gives_the_same_labels_and_pixels(exported):
     strips, folder = exported
     assert (folder / "labels.csv").read_text().splitlines()[0] == "filename,label"
-    back, names = read_folder(folder, height=32)
+    back, names = load_folder(folder, height=32)
     assert back.labels == strips.labels
     assert torch.equal(back.widths, strips.widths)
     assert torch.allclose(back.images, strips.images, atol=0.5 / 255 + 1e-6)
@@ -43,7 +43,7 @@ def write_labels(folder, text):
 def test_missing_labels_file(tmp_path):
     (tmp_path / "f").mkdir()
     with pytest.raises(UserError, match=r"labels\.csv: missing"):
-        read_folder(tmp_path / "f", 32)
+        load_folder(tmp_path / "f", 32)
 
 
 def test_missing_image_names_file_and_line(exported):
@@ -51,7 +51,7 @@ def test_missing_image_names_file_and_line(exported):
     with (folder / "labels.csv").open("a") as f:
         f.write("ghost.png,123\n")
     with pytest.raises(UserError, match=r"labels\.csv:7: image file 'ghost\.png' not found"):
-        read_folder(folder, 32)
+        load_folder(folder, 32)
 
 
 def test_non_digit_label_names_line(exported):
@@ -64,7 +64,7 @@ def test_non_digit_label_names_line(exported):
     )
     (folder / "labels.csv").write_text(text)
     with pytest.raises(UserError, match=r"labels\.csv:2: label 'x.*' is not a string of digits"):
-        read_folder(folder, 32)
+        load_folder(folder, 32)
 
 
 def test_unreadable_image_names_it(tmp_path):
@@ -72,11 +72,11 @@ def test_unreadable_image_names_it(tmp_path):
     write_labels(folder, "filename,label\nbad.png,12\n")
     (folder / "bad.png").write_bytes(b"\x89PNG not really")
     with pytest.raises(UserError, match=r"labels\.csv:2: .*bad\.png: not a readable image"):
-        read_folder(folder, 32)
+        load_folder(folder, 32)
 
 
 def test_bad_header(tmp_path):
     folder = tmp_path / "f"
     write_labels(folder, "file,text\na.png,1\n")
     with pytest.raises(UserError, match="header must be 'filename,label'"):
-        read_folder(folder, 32)
+        load_folder(folder, 32)

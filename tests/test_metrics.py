@@ -148,8 +148,9 @@ def test_table_markdown():
     assert text.startswith("### attention")
     assert "seen total" in text and "unseen total" in text
     assert "50.0 [" in text  # exact % with interval
-    assert "0/1/1" in text  # S/I/D of length 5
+    row5 = next(line for line in text.splitlines() if line.startswith("| 5 "))
+    assert [c.strip() for c in row5.split("|")[6:9]] == ["0", "1", "1"]  # S/I/D of length 5
     assert "align" in text and "entropy" in text
     no_attn = _records().assign(align_hits=0, align_steps=0, entropy=math.nan)
     text = table_markdown(per_length_table(no_attn, seen=[3], n_boot=50))
-    assert "align" not in text and "entropy" not in text
+    assert "alignment" not in text and "entropy" not in text

@@ -1,27 +1,24 @@
-"""Readers: shapes, masks, padding independence, decoding, and a tiny reader that learns."""
+"""The lab's two readers and step-wise decoding: what is special to them (the contract every
+reader keeps is in test_contract.py)."""
 
 import pytest
 import torch
+from readers_util import strips, tiny_config
 
 from attnlab import tokens
-from attnlab.config import DataConfig, ModelConfig, Reader, Scorer
+from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream
-from attnlab.models.attention import masked_softmax
-from attnlab.models.readers import beam_search, build_reader, count_parameters, greedy
-
-SMALL = dict(
-    stem_channels=[], stride=2, column_mlp=0, hidden=16, dec_hidden=32, embed=8, attn_dim=16
-)
-
-
-def strips(lengths, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return StripSynth(DataConfig()).sample(torch.tensor(lengths), gen)
+from attnlab.models import registry
+from attnlab.models.base import count_parameters
+from attnlab.models.decoding import beam_search, greedy
+from attnlab.models.scoring import Scorer, masked_softmax
 
 
 def reader(kind: str, **kw) -> torch.nn.Module:
+    overrides = tuple(f"model.{k}={v.value if isinstance(v, Scorer) else v}" for k, v in kw.items())
+    cfg = tiny_config(kind, *overrides)
     torch.manual_seed(0)
-    return build_reader(ModelConfig(name=Reader(kind), **{**SMALL, **kw}), 32).eval()
+    return registry.build(cfg.model, cfg.data.height).eval()
 
 
 def test_tokens_round_trip_and_cut_after_eos():
@@ -68,25 +65,7 @@ def test_keys_are_projected_once_per_strip():
 
 
 @pytest.mark.parametrize("kind", ["fixed", "attention"])
-def test_a_strip_reads_the_same_alone_and_inside_a_padded_batch(kind):
-    s = strips([1, 9, 4, 6])  # strip 0 is much narrower than the batch
-    m = reader(kind)
-    with torch.no_grad():
-        batch = m.encode(s.images, s.widths)
-        read_batch = greedy(m, batch)
-        for i in range(len(s)):
-            one = s.select([i])
-            alone = m.encode(one.images, one.widths)
-            t = int(alone.mask.sum())
-            assert torch.allclose(batch.states[i, :t], alone.states[0], atol=1e-5)
-            assert torch.allclose(batch.summary[i], alone.summary[0], atol=1e-5)
-            read_alone = greedy(m, alone)
-            assert read_alone.texts[0] == read_batch.texts[i]
-            assert torch.allclose(read_alone.confidence[0], read_batch.confidence[i], atol=1e-4)
-
-
-@pytest.mark.parametrize("kind", ["fixed", "attention"])
-def test_beam_of_width_one_is_greedy_and_wider_beams_score_at_least_as_high(kind):
+def test_beam_search_of_width_one_is_greedy_and_unnormalised_beams_score_higher(kind):
     s = strips([3, 6, 2, 8], seed=2)
     m = reader(kind)
     with torch.no_grad():
@@ -111,9 +90,8 @@ def test_untrained_reading_stops_at_the_step_limit():
 
 
 def test_both_readers_share_the_encoder_and_have_comparable_sizes():
-    full = ModelConfig()
-    fixed = build_reader(ModelConfig(name=Reader.fixed), 32)
-    attn = build_reader(full, 32)
+    fixed = registry.build(registry.config_node("fixed"), 32)
+    attn = registry.build(registry.config_node("attention"), 32)
     assert count_parameters(fixed.encoder) == count_parameters(attn.encoder)
     ratio = count_parameters(attn) / count_parameters(fixed)
     assert 0.9 < ratio < 1.2
@@ -126,24 +104,18 @@ def test_a_tiny_reader_learns_a_tiny_task(kind):
         rotation=[0.0, 0.0], v_offset=0, noise=[0.0, 0.0], blur=[0.0, 0.0],
         fonts=["bundled"], exclude_fonts=["STIX", "cm", "pillow", "Oblique", "Italic", "Bold"],
     )  # fmt: skip
-    torch.manual_seed(0)
-    m = build_reader(ModelConfig(name=Reader(kind), **SMALL), 32)
+    m = reader(kind).train()
     stream = TrainStream(StripSynth(clean), [1, 2], batch_size=64, seed=0)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
     for _ in range(150):
         b = stream.next()
-        inputs, targets = tokens.encode(b.labels)
-        logits, _ = m(b.images, b.widths, inputs)
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, tokens.VOCAB), targets.reshape(-1), ignore_index=tokens.PAD
-        )
+        loss = m.loss(b.images, b.widths, b.labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
     m.eval()
     gen = torch.Generator().manual_seed(99)
     test = StripSynth(clean).sample(torch.tensor([1, 2] * 100), gen)
-    with torch.no_grad():
-        out = greedy(m, m.encode(test.images, test.widths))
+    out = m.read(test.images, test.widths)
     acc = sum(a == b for a, b in zip(out.texts, test.labels, strict=True)) / len(test)
     assert acc >= 0.9, f"{kind} reader reached only {acc:.2%} on 1-2 digit clean strips"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import math
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 import yaml
 
 from attnlab import report
-from attnlab.report import ReportError, aggregate, build_report, discover_runs
+from attnlab.metrics import METRICS
+from attnlab.report import ReportError, aggregate, build_report, discover_runs, figures, readers
+from attnlab.rundir import EvalMeta, RunDir, RunStatus, TrainMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_HEADER = (
@@ -42,9 +45,12 @@ def write_run(
     state: str | None = "complete",
     error: str | None = None,
     metrics: bool = True,
+    best_step: int = 1500,
     acc: dict[int, float] | None = None,
     cer: dict[int, float] | None = None,
     eval_name: str | None = "synthetic-greedy",
+    eval_step: int | None = None,
+    eval_json: bool = True,
     lengths: range = range(1, 17),
     maps: dict[int, tuple[int, int]] | None = None,
     history: bool = True,
@@ -52,9 +58,12 @@ def write_run(
     """Write a run directory in the on-disk formats of train.py and evaluate.py.
 
     `acc`/`cer` map length -> value (default: 1.0 / 0.0); `maps` maps length -> (n correct,
-    n failure) attention-map PNGs. Pass eval_name=None for a run without evaluation.
+    n failure) attention-map PNGs. Pass eval_name=None for a run without evaluation. The
+    evaluation reads the best checkpoint (step `best_step`) unless `eval_step` says otherwise;
+    eval_json=False leaves it partial (eval.json is written last).
     """
-    hydra = run_dir / ".hydra"
+    run = RunDir(run_dir)
+    hydra = run.config.parent
     hydra.mkdir(parents=True)
     config = {
         "seed": seed,
@@ -62,47 +71,38 @@ def write_run(
         "data": {"train_lengths": list(train), "train_length_set": train_set, "height": 32},
         "train": {"steps": 1500, "lr": 0.001},
     }
-    (hydra / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    run.config.write_text(yaml.safe_dump(config, sort_keys=False))
     (hydra / "hydra.yaml").write_text("hydra:\n  run:\n    dir: .\n")
-    (hydra / "overrides.yaml").write_text(yaml.safe_dump([f"seed={seed}", f"model={reader}"]))
+    run.overrides.write_text(yaml.safe_dump([f"seed={seed}", f"model={reader}"]))
     if state is not None:
-        status = {"state": state, "step": 1500 if state == "complete" else 700, "error": error}
-        (run_dir / "status.json").write_text(json.dumps(status))
+        run.write_status(RunStatus(state), 1500 if state == "complete" else 700, error)
     acc = acc or {}
     cer = cer or {}
-    seen = set(train_set) if train_set is not None else set(range(train[0], train[1] + 1))
+    seen = sorted(set(train_set) if train_set is not None else range(train[0], train[1] + 1))
     if metrics:
-        by_length = {
-            str(n): {"exact_acc": acc.get(n, 1.0), "cer": cer.get(n, 0.0)} for n in sorted(seen)
-        }
-        m = {
-            "reader": reader,
-            "step": 1500,
-            "params": 123456,
-            "elapsed_s": 88.1,
-            "val": {"exact_acc": 0.99, "cer": 0.001, "by_length": by_length},
-        }
-        (run_dir / "metrics.json").write_text(json.dumps(m))
+        by_length = {str(n): {"exact_acc": acc.get(n, 1.0), "cer": cer.get(n, 0.0)} for n in seen}
+        run.write_metrics(
+            TrainMetrics(
+                reader=reader,
+                step=1500,
+                params=123456,
+                elapsed_s=88.1,
+                strips_per_s=512.0,
+                seen_lengths=seen,
+                val={"exact_acc": 0.99, "cer": 0.001, "by_length": by_length},
+                best={"step": best_step, "exact_acc": 0.99},
+            )
+        )
     if history:
         rows = ["step,loss,lr,val_exact_acc,val_cer", "0,,0.001,0.0,0.9"]
         for step in range(100, 1501, 100):
             loss = 2.3 * math.exp(-step / (400 + 50 * seed))
             val = f"{min(1.0, step / 1200):.3f},{max(0.0, 0.9 - step / 1300):.3f}"
             rows.append(f"{step},{loss:.4f},0.001," + (val if step % 500 == 0 else ","))
-        (run_dir / "history.csv").write_text("\n".join(rows) + "\n")
+        run.history.write_text("\n".join(rows) + "\n")
     if eval_name is not None:
-        ev = run_dir / "eval" / eval_name
-        ev.mkdir(parents=True)
-        info = {
-            "name": eval_name,
-            "source": "synthetic",
-            "decoding": "greedy",
-            "reader": reader,
-            "seen_lengths": sorted(seen),
-            "lengths": list(lengths),
-            "n_per_length": 100,
-        }
-        (ev / "eval.json").write_text(json.dumps(info))
+        ev = run.eval_dir(eval_name)
+        ev.path.mkdir(parents=True)
         lines = [EVAL_HEADER]
         totals: dict[str, list[tuple[float, float]]] = {"seen": [], "unseen": []}
         for n in lengths:
@@ -118,15 +118,28 @@ def write_run(
                 a = sum(v[0] for v in vals) / len(vals)
                 c = sum(v[1] for v in vals) / len(vals)
                 lines.append(f"all,{split},{100 * len(vals)},{a},{a},{a},{c},{c},{c},0,0,0,1,0,1,,")
-        (ev / "metrics_by_length.csv").write_text("\n".join(lines) + "\n")
-        (ev / "metrics_by_length.md").write_text("| length |\n|---|\n")
+        ev.table_csv.write_text("\n".join(lines) + "\n")
+        ev.table_md.write_text("| length |\n|---|\n")
         if maps and reader == "attention":
             for n, (n_ok, n_bad) in maps.items():
                 for i in range(n_ok):
-                    _png(ev / "maps" / f"len{n:02d}_correct_{i}.png", seed=n * 10 + i)
+                    _png(ev.map_path(n, "correct", i), seed=n * 10 + i)
                 for i in range(n_bad):
-                    _png(ev / "maps" / f"len{n:02d}_failure_{i}.png", seed=n * 10 + i + 5)
-            _png(ev / "attention_summary.png", seed=99)
+                    _png(ev.map_path(n, "failure", i), seed=n * 10 + i + 5)
+            _png(ev.attention_summary, seed=99)
+        if eval_json:
+            meta = EvalMeta(
+                name=eval_name,
+                source="synthetic",
+                decoding="greedy",
+                reader=reader,
+                seen_lengths=seen,
+                lengths=list(lengths),
+                checkpoint=str(run.checkpoint("best")),
+                step=best_step if eval_step is None else eval_step,
+                n_per_length=100,
+            )
+            ev.write_meta(meta)
     return run_dir
 
 
@@ -197,7 +210,8 @@ def test_problems_of_incomplete_runs(tmp_path):
     csv.write_text(csv.read_text().replace("\n3,seen", "\nthree,seen"))
     (tmp_path / "f/.hydra").mkdir(parents=True)
     (tmp_path / "f/.hydra/config.yaml").write_text("seed: [unclosed\n")
-    runs = {r.path.name: r for r in discover_runs([tmp_path])}
+    with RunDir(tmp_path / "b").lock("train"):  # a live process holds run b
+        runs = {r.path.name: r for r in discover_runs([tmp_path])}
     assert runs["e"].problems[0].startswith("unreadable metrics.json")
     assert runs["e"].problems[1] == (
         "eval/synthetic-greedy: metrics_by_length.csv has bad length 'three'"
@@ -212,12 +226,63 @@ def test_problems_of_incomplete_runs(tmp_path):
         "no metrics.json",
         "no evaluation",
     ]
-    assert runs["b"].problems[0] == "running (step 700)"
+    assert runs["b"].status == "running" and runs["b"].problems[0] == "running (step 700)"
     assert runs["c"].status == "unknown" and runs["c"].problems == ["no status.json"]
     assert runs["c"].evals == ["synthetic-greedy"]  # its evaluation still counts
     assert runs["d"].seed == 3 and runs["d"].reader is None
     assert "config lacks model.name" in runs["d"].problems
     assert "no evaluation" in runs["d"].problems
+
+
+def test_partial_and_stale_evaluations_are_listed_not_aggregated(tmp_path):
+    write_run(tmp_path / "ok", seed=0, acc={9: 0.8})
+    write_run(tmp_path / "partial", seed=1, acc={9: 0.0}, eval_json=False)
+    write_run(tmp_path / "stale", seed=2, acc={9: 0.0}, eval_step=1000)
+    write_run(tmp_path / "killed", seed=3, acc={9: 0.6})
+    (tmp_path / "killed/eval/.synthetic-beam4.partial").mkdir()  # left by a dead evaluation
+    runs = {r.path.name: r for r in discover_runs([tmp_path])}
+    assert runs["ok"].problems == [] and runs["ok"].best_step == 1500
+    assert runs["partial"].problems == ["eval/synthetic-greedy: partial (no eval.json)"]
+    assert runs["stale"].problems == [
+        "eval/synthetic-greedy: stale (read step 1000, best is step 1500)"
+    ]
+    assert runs["partial"].evals == runs["stale"].evals == []
+    assert runs["killed"].problems == ["eval/synthetic-beam4: partial (being written or killed)"]
+    assert runs["killed"].evals == ["synthetic-greedy"]
+    row = _row(aggregate(list(runs.values())), length=9)
+    assert row["n_seeds"] == 2 and row["exact_acc"] == pytest.approx(0.7)  # ok and killed only
+
+
+def test_running_stale_and_interrupted_status(tmp_path):
+    for name, state in [("live", "running"), ("dead", "running"), ("stopped", "interrupted")]:
+        write_run(tmp_path / name, seed=0, state=state, metrics=False, eval_name=None,
+                  error="interrupted (SIGTERM)" if state == "interrupted" else None)  # fmt: skip
+    with RunDir(tmp_path / "live").lock("train"):  # a live process holds only this run
+        runs = {r.path.name: r for r in discover_runs([tmp_path])}
+        page = build_report([tmp_path], tmp_path / "report").read_text()
+    assert runs["live"].status == "running" and runs["live"].problems[0] == "running (step 700)"
+    assert runs["dead"].status == "stale"
+    assert runs["dead"].problems[0] == (
+        "stale: status says running at step 700 but no process holds the run"
+    )
+    assert runs["stopped"].status == "interrupted"
+    assert runs["stopped"].problems[0] == (
+        "interrupted (SIGTERM) at step 700; resumable from last.pt"
+    )
+    for status in ("running", "stale", "interrupted"):
+        assert f'class="badge {status}"' in page
+
+
+def test_equal_length_sets_form_one_training_range(tmp_path):
+    write_run(tmp_path / "range", seed=0, train=(1, 3), acc={5: 0.4})
+    write_run(tmp_path / "set", seed=1, train_set=[3, 1, 2], acc={5: 0.6})
+    write_run(tmp_path / "gaps", seed=2, train_set=[4, 2, 6])
+    runs = {r.path.name: r for r in discover_runs([tmp_path])}
+    assert runs["range"].train == runs["set"].train == "1-3"
+    assert runs["set"].seen_lengths == [1, 2, 3]
+    assert runs["gaps"].train == "2,4,6"
+    row = _row(aggregate(list(runs.values())), train="1-3", length=5)
+    assert row["n_seeds"] == 2 and row["exact_acc"] == pytest.approx(0.5)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -274,6 +339,28 @@ def test_aggregate_filters_by_eval_name(tmp_path):
     assert empty.empty and list(empty.columns) == report.AGG_COLUMNS
 
 
+def test_summary_csv_aggregates_every_metric(tmp_path):
+    for seed in range(2):
+        write_run(tmp_path / f"a{seed}", seed=seed)
+    write_run(tmp_path / "f", seed=0, reader="fixed")  # no attention: no alignment, no entropy
+    build_report([tmp_path], tmp_path / "report")
+    agg = pd.read_csv(tmp_path / "report/summary.csv", dtype={"length": str})
+    assert list(agg.columns) == report.AGG_COLUMNS
+    for m in METRICS:
+        lo, hi = m.interval or (f"{m.name}_lo", f"{m.name}_hi")
+        assert {m.name, lo, hi} <= set(agg.columns)
+    for kept in ("exact_acc", "exact_lo", "exact_hi", "cer", "cer_lo", "cer_hi", "n_seeds"):
+        assert kept in agg.columns
+    att = agg[(agg["reader"] == "attention") & (agg["length"] == "3")].iloc[0]
+    assert att["n_seeds"] == 2 and att["interval"] == "min-max"
+    assert att["mean_conf"] == pytest.approx(0.95) and att["align"] == pytest.approx(0.9)
+    assert att["ref_chars"] == 300 and att["entropy_hi"] == pytest.approx(0.9)
+    fixed = agg[(agg["reader"] == "fixed") & (agg["length"] == "3")].iloc[0]
+    assert math.isnan(fixed["align"]) and math.isnan(fixed["entropy"])
+    md = (tmp_path / "report/summary.md").read_text()
+    assert "fixed exact %" in md and "attention CER %" in md and "alignment" not in md
+
+
 # --------------------------------------------------------------------------- build_report
 
 
@@ -302,14 +389,15 @@ def test_partial_sweep_is_reported_not_dropped(tmp_path):
 
     md = (out / "summary.md").read_text()
     assert "## Incomplete or failed runs" in md
-    assert "failed: loss is NaN" in md and "running (step 700)" in md
+    stale = "stale: status says running at step 700 but no process holds the run"
+    assert "failed: loss is NaN" in md and stale in md
     assert str(sweep / "2") in md and str(sweep / "3") in md
     assert "| 9 " in md and "50.0 [40.0, 60.0]" in md  # attention at length 9, in percent
     assert "min-max over seeds" in md
 
     page = index.read_text()
     assert "failed: loss is NaN" in page and "no evaluation" in page
-    assert 'class="badge failed"' in page and 'class="badge running"' in page
+    assert 'class="badge failed"' in page and 'class="badge stale"' in page and stale in page
     # no stray temp files: every file was written whole then renamed
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
     assert {p.name for p in out.glob("*.png")} == {"accuracy_1_8_synthetic_greedy.png",
@@ -357,6 +445,72 @@ def test_html_escapes_inserted_text(tmp_path):
     page = build_report([tmp_path], tmp_path / "report").read_text()
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "x&lt;y&gt;" in page
+
+
+def test_plots_draw_every_plot_metric_and_leave_out_what_a_reader_lacks(tmp_path, monkeypatch):
+    write_run(tmp_path / "a", seed=0)
+    write_run(tmp_path / "f", seed=0, reader="fixed")
+    figs = []
+    monkeypatch.setattr(figures, "_png", lambda fig: figs.append(fig) or b"png")
+    build_report([tmp_path], tmp_path / "report")
+    accuracy = figs[0]  # one per (training range, eval), then the training curves
+    panels = [ax for ax in accuracy.axes if ax.get_visible()]
+    plotted = [m for m in METRICS if m.plot]
+    assert len(panels) == len(plotted)
+    for ax, m in zip(panels, plotted, strict=True):
+        lines = [line.get_label() for line in ax.get_lines()]
+        has_fixed = m.name in ("exact_acc", "cer")  # the fixed reader has no attention weights
+        assert lines == (["fixed (1 seed)"] if has_fixed else []) + ["attention (1 seed)"]
+
+
+def test_readers_are_ordered_coloured_and_described_by_the_registry(tmp_path):
+    from matplotlib.colors import to_hex
+
+    from attnlab.models import registry
+
+    names = registry.names()
+    assert readers.ordered(["zeta", "attention", "alpha", "fixed"]) == [
+        "fixed", "attention", "alpha", "zeta"
+    ]  # fmt: skip
+    colour = readers.colours(["zeta", "attention", "alpha", "fixed"])
+
+    def palette(i: int) -> str:
+        return to_hex(readers.PALETTE[i % len(readers.PALETTE)])
+
+    assert colour["fixed"] == palette(names.index("fixed"))
+    assert colour["attention"] == palette(names.index("attention"))
+    assert (colour["alpha"], colour["zeta"]) == (palette(len(names)), palette(len(names) + 1))
+    assert "not registered" in readers.description("zeta")
+
+    write_run(tmp_path / "runs/a", seed=0, maps={3: (1, 1)})
+    write_run(tmp_path / "runs/f", seed=0, reader="fixed")
+    write_run(tmp_path / "runs/z", seed=0, reader="zeta")  # a plugin not loaded here
+    page = build_report([tmp_path / "runs"], tmp_path / "report").read_text()
+    assert registry.get("attention").description in page
+    assert registry.get("fixed").description in page
+    assert "zeta" in page and "not registered" in page
+    assert page.count("No maps: no attention weights") == 2  # the fixed reader and zeta
+
+
+def test_report_package_names_no_reader_and_writes_no_html_in_python():
+    package = ROOT / "attnlab/report"
+    for path in [*package.glob("*.py"), *package.glob("templates/*.j2")]:
+        text = path.read_text()
+        assert not re.search(r"[\"'](fixed|attention)[\"']", text), path
+        if path.suffix == ".py":
+            assert "html.escape" not in text and not re.search(r"\bf[\"']<", text), path
+
+
+def test_report_files_are_readable_by_everyone_under_umask_022(tmp_path):
+    write_run(tmp_path / "runs/a", seed=0, maps={3: (1, 1)})
+    old = os.umask(0o022)
+    try:
+        build_report([tmp_path / "runs"], tmp_path / "report")
+    finally:
+        os.umask(old)
+    files = list((tmp_path / "report").iterdir())
+    assert len(files) == 5  # index.html, summary.csv, summary.md, two PNGs
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}
 
 
 def test_check_report_script(tmp_path):

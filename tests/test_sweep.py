@@ -158,7 +158,9 @@ def test_slurm_launcher_cfg_hydra(attnlab_cli, tmp_path):
 
 def test_slurm_launcher_composes():
     """The same composition as the CLI test above, through Hydra's compose API."""
-    import attnlab.config  # noqa: F401  (registers the schemas)
+    from attnlab.models import registry
+
+    registry.discover()  # the schemas of every reader, as the task modules register them
 
     with initialize_config_module("attnlab.conf", version_base="1.3"):
         cfg = compose(

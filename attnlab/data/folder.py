@@ -69,7 +69,7 @@ def read_labels(folder: Path) -> list[tuple[str, str, int]]:
     return rows
 
 
-def read_folder(folder: Path | str, height: int) -> tuple[StripBatch, list[str]]:
+def load_folder(folder: Path | str, height: int) -> tuple[StripBatch, list[str]]:
     """All strips of a folder (glyph spans unknown: zero) and their file names."""
     folder = Path(folder)
     rows = read_labels(folder)

@@ -7,11 +7,16 @@ values. Padded columns get weight exactly zero.
 from __future__ import annotations
 
 import math
+from enum import Enum
 
 import torch
 from torch import nn
 
-from attnlab.config import Scorer
+
+class Scorer(str, Enum):
+    additive = "additive"  # v . tanh(W q + U k), Bahdanau et al.
+    dot = "dot"  # (W q) . k
+    scaled_dot = "scaled_dot"  # (W q) . k / sqrt(A)
 
 
 class Attention(nn.Module):

@@ -12,11 +12,11 @@ from attnlab import checkpoint, maps
 from attnlab.data.folder import load_image
 from attnlab.data.strips import pad_strips
 from attnlab.errors import UserError
-from attnlab.evaluate import read_strips
+from attnlab.inference import read_strips
 from attnlab.runtime import resolve_device
 
 
-def read_images(
+def read_files(
     images: list[Path],
     run: str,
     attention_dir: Path | None,
@@ -49,7 +49,7 @@ def read_images(
         say(f"{str(path):<{width}}  {out.texts[i] or '(empty)':<12}  {out.confidence[i]:.3f}")
     if attention_dir is not None:
         if out.weights is None:
-            say("fixed-context reader: it has no attention weights, so no maps are drawn")
+            say(f"{reader.name} reader: it has no attention weights, so no maps are drawn")
         else:
             for i, path in enumerate(names):
                 target = Path(attention_dir) / f"{Path(path).stem}_attention.png"

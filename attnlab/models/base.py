@@ -1,0 +1,51 @@
+"""What every reader is: a column encoder plus its own loss and its own way of reading.
+
+Training calls ``reader.loss(images, widths, labels)``; evaluation, ``attnlab read``, the
+TensorBoard images and the bench call ``reader.read(images, widths, beam)``. Neither asks
+which reader it holds: a reader that has attention weights returns them in ``Decoded``,
+and maps are drawn whenever they are there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from attnlab.config import ModelConfig
+from attnlab.models.encoder import ColumnEncoder
+
+
+@dataclass
+class Decoded:
+    """What a reader read of a batch of strips (tensors on the reader's device)."""
+
+    texts: list[str]
+    confidence: torch.Tensor  # (B,) probability the reader gives its reading
+    weights: torch.Tensor | None  # (B, S, T) weight of each column at each output step, or None
+    columns: torch.Tensor  # (B,) real encoder columns of each strip
+    score: torch.Tensor  # (B,) the reader's own ranking score of the reading (higher = better)
+
+
+class Reader(nn.Module):
+    """A digit-strip reader. Subclasses are registered by name (attnlab.models.registry)."""
+
+    name: ClassVar[str] = ""  # set by the registry
+
+    def __init__(self, cfg: ModelConfig, height: int):
+        super().__init__()
+        self.encoder = ColumnEncoder(cfg, height)
+
+    def loss(self, images: torch.Tensor, widths: torch.Tensor, labels: list[str]) -> torch.Tensor:
+        """images (B, H, W), widths (B,), labels: the training loss of the batch (a scalar)."""
+        raise NotImplementedError
+
+    def read(self, images: torch.Tensor, widths: torch.Tensor, beam: int = 1) -> Decoded:
+        """Read a batch of strips (no gradients needed); ``beam`` 1 is greedy decoding."""
+        raise NotImplementedError
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,221 @@
+"""Readers that decode step by step, and their decoding, written once.
+
+A ``StepwiseReader`` emits one token per step from a decoder state, the previous token and
+what it may read of the strip (``Memory``). Teacher forcing, the cross-entropy loss with
+BOS/EOS, batched greedy decoding and batched beam search are all here; a step-wise reader
+supplies ``encode`` (optional), ``init_state`` and ``step``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+
+from attnlab import tokens
+from attnlab.config import ModelConfig
+from attnlab.models.base import Decoded, Reader
+
+
+@dataclass
+class StepwiseConfig(ModelConfig):
+    """Fields every step-wise reader has: the decoder's state size and token embedding."""
+
+    dec_hidden: int = 128
+    embed: int = 32
+
+
+@dataclass
+class Memory:
+    """What the decoder may read of a batch of strips. Readers may add tensor fields
+    (a dataclass subclass); every tensor field is repeated row-wise for beam search."""
+
+    states: torch.Tensor  # (B, T, 2H) column states
+    mask: torch.Tensor  # (B, T) True on real columns
+    summary: torch.Tensor  # (B, 2H) final states
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.mask.sum(1)
+
+    def repeat(self, k: int) -> Memory:
+        """Each row repeated k times (beam search): (B, ...) -> (B*k, ...)."""
+        return type(self)(
+            **{
+                f.name: None if (x := getattr(self, f.name)) is None else x.repeat_interleave(k, 0)
+                for f in fields(self)
+            }
+        )
+
+
+class StepwiseReader(Reader):
+    """Encoder + a decoder that reads one token per step (embedding, init, output layer)."""
+
+    def __init__(self, cfg: StepwiseConfig, height: int):
+        super().__init__(cfg, height)
+        self.embed = nn.Embedding(tokens.VOCAB, cfg.embed)
+        state = self.encoder.state_size
+        self.init = nn.Linear(state, cfg.dec_hidden)
+        self.out = nn.Linear(cfg.dec_hidden + state + cfg.embed, tokens.VOCAB)
+
+    def encode(self, images: torch.Tensor, widths: torch.Tensor) -> Memory:
+        states, lengths, summary = self.encoder(images, widths)
+        cols = torch.arange(states.shape[1], device=states.device)
+        mask = cols[None, :] < lengths[:, None]  # (B, T)
+        return Memory(states, mask, summary)
+
+    def init_state(self, memory: Memory) -> torch.Tensor:
+        return torch.tanh(self.init(memory.summary)).float()  # (B, D)
+
+    def step(self, memory: Memory, state: torch.Tensor, prev: torch.Tensor):
+        """One output step: prev tokens (B,) -> logits (B, V), new state (B, D), weights
+        (B, T) or None."""
+        raise NotImplementedError
+
+    def teacher_forcing(self, memory: Memory, inputs: torch.Tensor):
+        """inputs (B, S) -> logits (B, S, V) and weights (B, S, T) or None. Readers whose
+        steps do not depend on each other's outputs may override this with one call."""
+        state = self.init_state(memory)
+        logits, weights = [], []
+        for t in range(inputs.shape[1]):
+            step_logits, state, w = self.step(memory, state, inputs[:, t])
+            logits.append(step_logits)
+            weights.append(w)
+        return torch.stack(logits, 1), None if weights[0] is None else torch.stack(weights, 1)
+
+    def forward(self, images, widths, inputs):
+        """Teacher forcing from pixels: inputs (B, S) -> logits (B, S, V), weights or None."""
+        return self.teacher_forcing(self.encode(images, widths), inputs)
+
+    def loss(self, images, widths, labels):
+        """Cross-entropy of every target token ``[d1..dL, EOS]`` given ``[BOS, d1..dL]``."""
+        inputs, targets = tokens.encode(labels)
+        logits, _ = self(images, widths, inputs.to(images.device))
+        return nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]),
+            targets.to(images.device).reshape(-1),
+            ignore_index=tokens.PAD,
+        )
+
+    @torch.no_grad()
+    def read(self, images, widths, beam=1):
+        memory = self.encode(images, widths)
+        out = greedy(self, memory) if beam <= 1 else beam_search(self, memory, beam)
+        return out
+
+
+def gru_step(cell: nn.GRUCell, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """The recurrence runs in float32 even under autocast."""
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        return cell(x.float(), state.float())
+
+
+def step_limits(memory: Memory) -> torch.Tensor:
+    """(B,) the most tokens a row may emit, EOS included: one per encoder column, plus EOS.
+
+    A reading cannot hold more digits than its strip has columns.
+    """
+    return memory.lengths + 1
+
+
+@torch.no_grad()
+def greedy(reader: StepwiseReader, memory: Memory) -> Decoded:
+    """Batched greedy decoding; stops when every row has emitted EOS or reached its limit."""
+    b = memory.states.shape[0]
+    device = memory.states.device
+    limits = step_limits(memory)
+    state = reader.init_state(memory)
+    prev = torch.full((b,), tokens.BOS, dtype=torch.long, device=device)
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    logp_sum = torch.zeros(b, device=device)
+    ids, weights = [], []
+    for t in range(int(limits.max())):
+        logits, state, w = reader.step(memory, state, prev)
+        logp = _forced_eos(torch.log_softmax(logits.float(), -1), t >= limits - 1)
+        best, tok = logp.max(-1)
+        tok = torch.where(done, tokens.PAD, tok)
+        logp_sum += torch.where(done, 0.0, best)
+        ids.append(tok)
+        weights.append(w)
+        done |= tok == tokens.EOS
+        prev = tok
+        if bool(done.all()):
+            break
+    ids_t = torch.stack(ids, 1)
+    w_t = None if weights[0] is None else torch.stack(weights, 1).float()
+    if w_t is not None:  # steps after a row's EOS carry no weights
+        w_t = w_t * (ids_t != tokens.PAD)[..., None]
+    steps = (ids_t != tokens.PAD).sum(1).clamp(min=1)
+    return Decoded(tokens.decode(ids_t), logp_sum.exp(), w_t, memory.lengths, logp_sum / steps)
+
+
+def _forced_eos(logp: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
+    """A reading holds digits then EOS: PAD and BOS are never emitted (after the softmax, so
+    the other tokens' probabilities are untouched). Rows where ``force`` is set may only
+    emit EOS (their step limit is reached)."""
+    logp = logp.clone()
+    logp[:, [tokens.PAD, tokens.BOS]] = float("-inf")
+    if not bool(force.any()):
+        return logp
+    only_eos = torch.full_like(logp, float("-inf"))
+    only_eos[:, tokens.EOS] = 0.0
+    return torch.where(force[:, None], only_eos, logp)
+
+
+@torch.no_grad()
+def beam_search(reader: StepwiseReader, memory: Memory, width: int, alpha: float = 1.0) -> Decoded:
+    """Batched beam search; hypotheses ranked by log-probability / length**alpha at the end
+    (``Decoded.score``; greedy decoding's score is its log-probability / length too).
+
+    At width 1 this is greedy decoding.
+    """
+    if width <= 1:
+        return greedy(reader, memory)
+    b, k = memory.states.shape[0], width
+    device = memory.states.device
+    mem = memory.repeat(k)
+    limits = step_limits(mem).view(b, k)
+    state = reader.init_state(mem)  # (B*K, D)
+    prev = torch.full((b * k,), tokens.BOS, dtype=torch.long, device=device)
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: keep one
+    done = torch.zeros(b, k, dtype=torch.bool, device=device)
+    length = torch.zeros(b, k, device=device)
+    hist = torch.zeros(b, k, 0, dtype=torch.long, device=device)
+    whist = None
+    rows = torch.arange(b, device=device)[:, None]
+    for t in range(int(limits.max())):
+        logits, state, w = reader.step(mem, state, prev)
+        logp = torch.log_softmax(logits.float(), -1).view(b, k, -1)  # (B, K, V)
+        logp = _forced_eos(logp.view(b * k, -1), (t >= limits - 1).view(-1)).view(b, k, -1)
+        # A finished beam continues with PAD at no cost, so it keeps its score.
+        finished = torch.full_like(logp, float("-inf"))
+        finished[..., tokens.PAD] = 0.0
+        logp = torch.where(done[..., None], finished, logp)
+        cand = (scores[..., None] + logp).view(b, -1)  # (B, K*V)
+        scores, flat = cand.topk(k, dim=-1)  # (B, K)
+        beam, tok = flat // logp.shape[-1], flat % logp.shape[-1]
+        hist = torch.cat([hist[rows, beam], tok[..., None]], -1)
+        length = length[rows, beam] + (~done[rows, beam]).float()
+        done = done[rows, beam] | (tok == tokens.EOS)
+        src = (rows * k + beam).view(-1)
+        state = state[src]
+        if w is not None:
+            w = w.view(b, k, -1)[rows, beam]  # (B, K, T)
+            whist = (
+                w[:, :, None] if whist is None else torch.cat([whist[rows, beam], w[:, :, None]], 2)
+            )
+        prev = tok.view(-1)
+        if bool(done.all()):
+            break
+    norm = scores / length.clamp(min=1) ** alpha
+    best = norm.argmax(-1)  # (B,)
+    r = torch.arange(b, device=device)
+    ids = hist[r, best]  # (B, S)
+    weights = None
+    if whist is not None:
+        weights = whist[r, best].float() * (ids != tokens.PAD)[..., None]
+    return Decoded(
+        tokens.decode(ids), scores[r, best].exp(), weights, memory.lengths, norm[r, best]
+    )

@@ -1,0 +1,1 @@
+"""One module per reader; each registers itself (attnlab.models.registry.register)."""

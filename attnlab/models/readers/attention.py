@@ -1,0 +1,47 @@
+"""The attention reader: a new context at every output step (Bahdanau et al.).
+
+The query is the previous decoder state; the context is the weighted sum of the column
+states, with padded columns masked out. Keys are projected once per strip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlab.models.decoding import Memory, StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.registry import register
+from attnlab.models.scoring import Attention, Scorer
+
+
+@dataclass
+class AttentionConfig(StepwiseConfig):
+    attn_dim: int = 64
+    scorer: Scorer = Scorer.additive
+
+
+@dataclass
+class AttentionMemory(Memory):
+    keys: torch.Tensor  # (B, T, A) projected once per strip
+
+
+@register("attention", AttentionConfig, "attention reader: a new weighted context at every step")
+class AttentionReader(StepwiseReader):
+    def __init__(self, cfg: AttentionConfig, height: int):
+        super().__init__(cfg, height)
+        self.attention = Attention(
+            cfg.scorer, cfg.dec_hidden, self.encoder.state_size, cfg.attn_dim
+        )
+        self.cell = torch.nn.GRUCell(cfg.embed + self.encoder.state_size, cfg.dec_hidden)
+
+    def encode(self, images, widths) -> AttentionMemory:
+        m = super().encode(images, widths)
+        return AttentionMemory(m.states, m.mask, m.summary, self.attention.keys(m.states))
+
+    def step(self, memory: AttentionMemory, state: torch.Tensor, prev: torch.Tensor):
+        e = self.embed(prev)  # (B, E)
+        context, weights = self.attention(state, memory.keys, memory.states, memory.mask)
+        state = gru_step(self.cell, torch.cat([e, context.to(e.dtype)], -1), state)
+        logits = self.out(torch.cat([state.to(e.dtype), context.to(e.dtype), e], -1))
+        return logits, state, weights  # weights (B, T)

@@ -1,0 +1,123 @@
+"""Readers by name: each is a class, its config dataclass and a one-line description.
+
+A reader module under ``attnlab/models/readers/`` registers itself with ``@register`` and
+ships one ``conf/model/<name>.yaml`` whose defaults list names ``<name>_schema``; nothing
+else in attnlab names it. Modules outside the package (a user's own reader) are loaded by
+listing them in the ``ATTNLAB_READERS`` environment variable (comma-separated module names).
+
+Checkpoints name their reader by this plain name, never by an import path, so loading one
+never runs code a file asks for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.resources
+import os
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from attnlab.config import ModelConfig
+from attnlab.errors import UserError
+from attnlab.models.base import Reader
+
+PLUGINS_ENV = "ATTNLAB_READERS"
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    name: str
+    reader: type[Reader]
+    config: type[ModelConfig]
+    description: str  # one line, shown by the report and `attnlab train --help`
+
+
+_READERS: dict[str, ReaderSpec] = {}
+_discovered = False
+
+
+def register(name: str, config: type[ModelConfig], description: str) -> Callable:
+    """Class decorator: make ``cls`` the reader called ``name`` with config ``config``.
+
+    Stores ``model/<name>_schema`` in Hydra's ConfigStore (and ``model/<name>`` itself when
+    the package ships no YAML for it, e.g. a reader registered by a test or a plugin).
+    """
+    if not issubclass(config, ModelConfig):
+        raise TypeError(f"reader {name!r}: its config must subclass attnlab.config.ModelConfig")
+
+    def deco(cls: type[Reader]) -> type[Reader]:
+        if name in _READERS and _READERS[name].reader is not cls:
+            raise ValueError(f"reader {name!r} is registered twice")
+        cls.name = name
+        _READERS[name] = ReaderSpec(name, cls, config, description)
+        node = config(name=name)
+        cs = ConfigStore.instance()
+        cs.store(group="model", name=f"{name}_schema", node=node)
+        if not _packaged_yaml(name):
+            cs.store(group="model", name=name, node=node)
+        return cls
+
+    return deco
+
+
+def _packaged_yaml(name: str) -> bool:
+    try:
+        return importlib.resources.files("attnlab.conf").joinpath("model", f"{name}.yaml").is_file()
+    except ModuleNotFoundError:
+        return False
+
+
+def discover() -> None:
+    """Import every reader module of the package and those named in ATTNLAB_READERS."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    from attnlab.models import readers
+
+    for mod in pkgutil.iter_modules(readers.__path__):
+        importlib.import_module(f"{readers.__name__}.{mod.name}")
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise UserError(f"{PLUGINS_ENV}: cannot import reader module {name!r}: {err}") from err
+
+
+def names() -> list[str]:
+    """Registered readers: the lab's two first, then the others by name."""
+    discover()
+    lab = [n for n in ("fixed", "attention") if n in _READERS]
+    return lab + sorted(n for n in _READERS if n not in lab)
+
+
+def get(name: str) -> ReaderSpec:
+    discover()
+    if name not in _READERS:
+        raise UserError(
+            f"unknown reader {name!r}; registered: {', '.join(names())} (a reader outside "
+            f"attnlab is loaded by naming its module in {PLUGINS_ENV})"
+        )
+    return _READERS[name]
+
+
+def config_node(name: str, values: dict | None = None):
+    """The typed config of reader ``name`` (an OmegaConf node), with ``values`` merged in."""
+    node = OmegaConf.structured(get(name).config(name=name))
+    return OmegaConf.merge(node, values) if values else node
+
+
+def build(cfg: ModelConfig, height: int) -> Reader:
+    """The reader ``cfg.name`` built from its config (checked against the reader's schema)."""
+    spec = get(str(cfg.name))
+    typed = OmegaConf.get_type(cfg) if OmegaConf.is_config(cfg) else type(cfg)
+    if typed is not None and typed is not spec.config and issubclass(typed, ModelConfig):
+        raise UserError(
+            f"model.name={cfg.name} does not match the chosen model config "
+            f"({typed.__name__}); choose the reader with model={cfg.name}, not model.name"
+        )
+    return spec.reader(cfg, height)

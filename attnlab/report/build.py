@@ -1,0 +1,50 @@
+"""Runs on disk -> summary.csv, summary.md, plot PNGs and a self-contained index.html.
+
+Only reads run directories (through attnlab.rundir) and never imports torch itself; the
+reader registry, which does, is consulted lazily for reader order, colours and descriptions.
+Every file is written whole or not at all (attnlab.io), with the umask's usual mode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attnlab.io import write_bytes, write_text
+from attnlab.report.aggregate import aggregate, duplicate_seed_notes, train_groups
+from attnlab.report.discover import ReportError, discover_runs
+from attnlab.report.figures import draw_plots
+from attnlab.report.gallery import gallery
+from attnlab.report.html import Section, render_index
+from attnlab.report.readers import colours
+from attnlab.report.tables import summary_md, summary_table
+
+INDEX = "index.html"
+SUMMARY_CSV = "summary.csv"
+SUMMARY_MD = "summary.md"
+
+
+def build_report(paths: list[Path], out_dir: Path) -> Path:
+    """Write the report of every run under `paths` into `out_dir`; returns index.html's path.
+
+    Raises ReportError when a path does not exist or no run is found under `paths`; a run
+    that is broken, partial or stale is listed with its problems, never a crash.
+    """
+    paths = [Path(p) for p in paths]
+    runs = discover_runs(paths)
+    if not runs:
+        raise ReportError(f"no runs found under {', '.join(str(p) for p in paths)}")
+    out_dir = Path(out_dir)
+    agg = aggregate(runs)
+    palette = colours(r.reader_name for r in runs)
+    sections = []
+    for group in train_groups(runs, agg):
+        plots = draw_plots(group, palette)
+        for p in (p for kind in plots.values() for p in kind):
+            write_bytes(out_dir / p.file, p.png)
+        table = summary_table(group) if not group.agg.empty else None
+        sections.append(Section(group.train, plots, table, gallery(group)))
+    dup_notes = duplicate_seed_notes(runs)
+    tables = [s.table for s in sections if s.table is not None]
+    write_text(out_dir / SUMMARY_CSV, agg.to_csv(index=False))
+    write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes))
+    return write_text(out_dir / INDEX, render_index(paths, runs, sections, palette, dup_notes))

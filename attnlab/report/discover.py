@@ -1,0 +1,245 @@
+"""Run directories on disk -> `RunInfo`: config, status, metrics, evaluations and history.
+
+A run directory is any directory holding ``.hydra/config.yaml``; single runs live under
+``outputs/<date>/<time>/`` and sweep jobs under ``multirun/<date>/<time>/<job>/``. Every file
+is read through `attnlab.rundir`, and a file that is missing, unreadable, partial or stale
+becomes a problem of its run (shown in the report), never an exception: a report of a sweep
+that is half done must still be written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from attnlab.config import lengths_label, seen_lengths
+from attnlab.metrics import TABLE_COLUMNS, TOTAL
+from attnlab.report.readers import UNKNOWN
+from attnlab.rundir import CHECKPOINTS, EVAL, TB, EvalDir, EvalMeta, RunDir, RunFileError, RunStatus
+
+# Folders never walked: a copied .hydra inside an evaluation or a report is not a run.
+_SKIP_DIRS = {EVAL, CHECKPOINTS, TB, "report", "__pycache__", "node_modules"}
+SWEEP_MARKER = "multirun.yaml"  # Hydra writes it at the top of a multirun directory
+T = TypeVar("T")
+
+
+class ReportError(Exception):
+    """A user error while building a report (nothing to report, a path that does not exist)."""
+
+
+@dataclass
+class RunInfo:
+    """What the report knows about one run directory; `problems` says why it is incomplete."""
+
+    path: Path
+    reader: str | None = None
+    seed: int | None = None
+    train: str = "?"  # lengths_label of the seen lengths: "1-8", "2,4,6"; "?" when unknown
+    seen_lengths: list[int] = field(default_factory=list)
+    # a RunStatus value, "stale" (running but no process holds it) or "unknown" (no status)
+    status: str = "unknown"
+    evals: list[str] = field(default_factory=list)  # evaluations that count (complete, current)
+    problems: list[str] = field(default_factory=list)
+    step: int | None = None
+    best_step: int | None = None  # metrics.json best.step: the checkpoint evaluations must read
+    sweep: Path | None = None  # the sweep directory (holding multirun.yaml) for multirun jobs
+    config_text: str = field(default="", repr=False)
+    overrides: list[str] = field(default_factory=list)
+    eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    eval_meta: dict[str, EvalMeta] = field(default_factory=dict, repr=False, compare=False)
+    history: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
+
+    @property
+    def reader_name(self) -> str:
+        return self.reader or UNKNOWN
+
+
+def discover_runs(paths: list[Path]) -> list[RunInfo]:
+    """Every run directory under `paths` (recursively), sorted by path; never raises for a run.
+
+    Folders named eval/, checkpoints/, tb/ or report/ and hidden folders are not walked.
+    A path that does not exist is a user error (ReportError).
+    """
+    found: dict[Path, None] = {}
+    for root in map(Path, paths):
+        if not root.exists():
+            raise ReportError(f"no such file or directory: {root}")
+        if root.is_file():
+            raise ReportError(f"not a directory: {root}")
+        for dirpath, dirnames, _ in os.walk(root):
+            if RunDir(dirpath).is_run():
+                found[Path(dirpath).resolve()] = None
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")
+            )
+    return [read_run(p) for p in sorted(found)]
+
+
+def read_run(path: Path) -> RunInfo:
+    """One run directory; the order of the readers below is the order of its problems."""
+    run = RunDir(path)
+    info = RunInfo(path=path, sweep=_find_sweep(path))
+    _read_config(run, info)
+    _read_status(run, info)
+    _read_metrics(run, info)
+    if info.reader is None:
+        info.problems.append("config lacks model.name")
+    _read_evals(run, info)
+    _read_history(run, info)
+    return info
+
+
+def _find_sweep(path: Path) -> Path | None:
+    return next((p for p in path.parents if (p / SWEEP_MARKER).is_file()), None)
+
+
+def _select(cfg: Any, key: str) -> Any:
+    try:
+        return OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+    except Exception:  # a broken config is reported, not raised
+        return None
+
+
+def _read_config(run: RunDir, info: RunInfo) -> None:
+    info.config_text = run.config.read_text(errors="replace")
+    try:
+        loaded = OmegaConf.load(run.overrides)
+        info.overrides = [str(o) for o in loaded] if loaded is not None else []
+    except Exception:  # overrides are informative only
+        pass
+    try:
+        cfg = OmegaConf.create(info.config_text)
+    except Exception as exc:  # any parse error is reported as a problem
+        info.problems.append(f"unreadable .hydra/config.yaml: {str(exc).splitlines()[0]}")
+        return
+    info.reader = None if (reader := _select(cfg, "model.name")) is None else str(reader)
+    seed = _select(cfg, "seed")
+    if seed is not None and not isinstance(seed, int):
+        info.problems.append(f"config seed is not an integer: {seed!r}")
+    else:
+        info.seed = seed
+    data = _select(cfg, "data")
+    if data is None:
+        info.problems.append("config lacks data.train_lengths")
+        return
+    try:
+        info.seen_lengths = seen_lengths(data)
+    except Exception as exc:  # UserError for a bad range; OmegaConf's for a missing key
+        info.problems.append(f"config: {str(exc).splitlines()[0]}")
+        return
+    info.train = lengths_label(info.seen_lengths)
+
+
+def _recorded(info: RunInfo, read: Callable[[], T]) -> T | None:
+    """`read()`, or None with its RunFileError (one clear line) recorded as a problem."""
+    try:
+        return read()
+    except RunFileError as exc:
+        info.problems.append(str(exc))
+        return None
+
+
+def _read_status(run: RunDir, info: RunInfo) -> None:
+    if (status := _recorded(info, run.read_status)) is None:
+        return
+    info.status, info.step = status.state.value, status.step
+    if status.state is RunStatus.failed:
+        info.problems.append(f"failed: {status.error or 'no error message'}")
+    elif status.state is RunStatus.interrupted:
+        reason = status.error or "interrupted"  # train.py writes "interrupted (SIGTERM)"
+        if not reason.startswith("interrupted"):
+            reason = f"interrupted: {reason}"
+        info.problems.append(f"{reason} at step {status.step}; resumable from last.pt")
+    elif status.state is RunStatus.running and run.lock_holder() is None:
+        info.status = "stale"
+        info.problems.append(
+            f"stale: status says running at step {status.step} but no process holds the run"
+        )
+    elif status.state is RunStatus.running:
+        info.problems.append(f"running (step {status.step})")
+
+
+def _read_metrics(run: RunDir, info: RunInfo) -> None:
+    if (metrics := _recorded(info, run.read_metrics)) is None:
+        return
+    best = metrics.best.get("step") if isinstance(metrics.best, dict) else None
+    info.best_step = best if isinstance(best, int) else None
+    if info.reader is None and metrics.reader:
+        info.reader = str(metrics.reader)
+
+
+def _read_evals(run: RunDir, info: RunInfo) -> None:
+    for ev in run.evals():
+        result = _read_eval(ev, info)
+        if isinstance(result, str):
+            info.problems.append(f"eval/{ev.name}: {result}")
+            continue
+        table, meta = result
+        if info.reader and meta.reader and meta.reader != info.reader:
+            info.problems.append(
+                f"eval/{ev.name}: reader {meta.reader!r} differs from config {info.reader!r}"
+            )
+        info.evals.append(ev.name)
+        info.eval_tables[ev.name] = table
+        info.eval_meta[ev.name] = meta
+    for partial in run.partial_evals():  # eval/.<name>.partial
+        name = partial.name.removeprefix(".").rsplit(".", 1)[0]
+        info.problems.append(f"eval/{name}: partial (being written or killed)")
+    if not info.evals and not any(p.startswith(f"{EVAL}/") for p in info.problems):
+        info.problems.append("no evaluation")
+
+
+def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | str:
+    """The table and eval.json of an evaluation that counts, or why it does not count.
+
+    eval.json is written last, so without it the evaluation is partial; one that read another
+    checkpoint than the run's best is stale (the run trained on after it was evaluated).
+    """
+    if not ev.meta_file.is_file():
+        return f"partial (no {ev.meta_file.name})"
+    try:
+        meta = ev.read_meta()
+    except RunFileError as exc:
+        return str(exc)
+    if info.best_step is not None and meta.step != info.best_step:
+        return f"stale (read step {meta.step}, best is step {info.best_step})"
+    csv_name = ev.table_csv.name
+    if not ev.table_csv.is_file():
+        return f"no {csv_name}"
+    try:
+        table = pd.read_csv(ev.table_csv, dtype={"length": str, "split": str})
+    except (OSError, ValueError) as exc:
+        return f"unreadable {csv_name}: {exc}"
+    missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+    if missing:
+        return f"{csv_name} lacks {', '.join(missing)}"
+    lengths = table["length"].astype(str).str.strip()
+    bad = sorted(set(lengths[~(lengths.str.fullmatch(r"\d+") | (lengths == TOTAL))]))
+    if bad:
+        return f"{csv_name} has bad length {bad[0]!r}"
+    return table, meta
+
+
+def _read_history(run: RunDir, info: RunInfo) -> None:
+    name = run.history.name
+    if not run.history.is_file():
+        return
+    try:
+        history = pd.read_csv(run.history)
+    except (OSError, ValueError):
+        info.problems.append(f"unreadable {name}")
+        return
+    if "step" not in history.columns:
+        info.problems.append(f"{name} lacks step")
+        return
+    info.history = history

@@ -1,0 +1,202 @@
+"""Matplotlib figures of one training range, as PNG bytes (object API, never pyplot).
+
+A figure function takes a `TrainGroup` and the report's reader colours and returns `Plot`s;
+``@plot("kind")`` registers it, and the page shows its plots in the template block that
+loops over ``group.plots.<kind>``. Adding a plot is one such function plus one such block.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.transforms import blended_transform_factory
+
+from attnlab.metrics import METRICS, TOTAL, Metric
+from attnlab.report.aggregate import TrainGroup, band_columns, band_words, seeds_text
+from attnlab.report.readers import ordered
+
+SEEN_SHADE = {"color": "0.85", "alpha": 0.6}
+
+
+@dataclass(frozen=True)
+class Plot:
+    file: str  # PNG file name in the report folder
+    title: str  # caption and alt text
+    png: bytes
+
+
+PlotFunction = Callable[[TrainGroup, Mapping[str, str]], list[Plot]]
+PLOTS: dict[str, PlotFunction] = {}  # kind -> figure function, in page order
+
+
+def plot(kind: str) -> Callable[[PlotFunction], PlotFunction]:
+    """Register a figure function under `kind` (its files are named ``<kind>_...png``)."""
+
+    def register(fn: PlotFunction) -> PlotFunction:
+        PLOTS[kind] = fn
+        return fn
+
+    return register
+
+
+def draw_plots(group: TrainGroup, colours: Mapping[str, str]) -> dict[str, list[Plot]]:
+    """Every registered figure of `group`: kind -> its plots (none when it has no data)."""
+    return {kind: fn(group, colours) for kind, fn in PLOTS.items()}
+
+
+def file_name(kind: str, *parts: str) -> str:
+    slugs = (re.sub(r"[^A-Za-z0-9]+", "_", p).strip("_") or "x" for p in parts)
+    return "_".join([kind, *slugs]) + ".png"
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- metrics by length
+
+
+def _blocks(lengths: list[int], seen: set[int]) -> list[tuple[bool, int, int]]:
+    """Contiguous (is_seen, first, last) blocks of the plotted lengths."""
+    out: list[tuple[bool, int, int]] = []
+    for length in lengths:
+        s = length in seen
+        if out and out[-1][0] == s and out[-1][2] == length - 1:
+            out[-1] = (s, out[-1][1], length)
+        else:
+            out.append((s, length, length))
+    return out
+
+
+def _mark_seen(ax: Axes, lengths: list[int], seen: set[int]) -> None:
+    """Shade the seen lengths and label the seen/unseen blocks along the top."""
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for is_seen, first, last in _blocks(lengths, seen):
+        if is_seen:
+            ax.axvspan(first - 0.5, last + 0.5, lw=0, zorder=0, **SEEN_SHADE)
+        narrow = last == first and len(lengths) > 8
+        if is_seen or not narrow:  # a narrow unseen gap is clear from the shading
+            ax.text(
+                (first + last) / 2,
+                0.985,
+                "seen" if is_seen else "unseen",
+                transform=trans,
+                ha="center",
+                va="top",
+                fontsize=7 if narrow else 9,
+                color="0.3",
+                style="italic",
+            )
+
+
+def _metric_panel(
+    ax: Axes, rows: pd.DataFrame, metric: Metric, colours: Mapping[str, str], seen: set[int]
+) -> None:
+    """One metric against length, a line and band per reader that has it."""
+    lo, hi = band_columns(metric)
+    scale = 100.0 if metric.unit == "%" else 1.0
+    lengths = sorted(rows["length"].unique())
+    _mark_seen(ax, lengths, seen)
+    for reader in ordered(rows["reader"]):
+        part = rows[rows["reader"] == reader].dropna(subset=[metric.name]).sort_values("length")
+        if part.empty:  # a metric this reader lacks is left out, not drawn as zero
+            continue
+        colour = colours[reader]
+        label = f"{reader} ({seeds_text(list(part['n_seeds']))})"
+        ax.plot(
+            part["length"], scale * part[metric.name], marker="o", ms=4, color=colour, label=label
+        )
+        band = part.dropna(subset=[lo, hi])
+        ax.fill_between(
+            band["length"], scale * band[lo], scale * band[hi], color=colour, alpha=0.2, lw=0
+        )
+    unit = f" ({metric.unit})" if metric.unit else ""
+    title = metric.label[:1].upper() + metric.label[1:]
+    ax.set(xlabel="string length (digits)", ylabel=f"{metric.label}{unit}", title=title)
+    ax.set_xticks(lengths)
+    ax.set_xlim(min(lengths) - 0.5, max(lengths) + 0.5)
+    ax.grid(alpha=0.3)
+    if metric.unit == "%" and not metric.lower_is_better:
+        ax.set_ylim(-2, 108)
+    else:
+        top = np.nanmax(rows[[metric.name, hi]].to_numpy(dtype=float))
+        ax.set_ylim(bottom=0, top=max(1.0 if scale > 1 else 0.1, scale * float(top) * 1.12))
+
+
+@plot("accuracy")
+def accuracy_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
+    """Per evaluation: every metric with ``plot=True`` against length, one line per reader."""
+    plots = []
+    for name in group.evals:
+        rows = group.agg[(group.agg["eval"] == name) & (group.agg["length"] != TOTAL)].copy()
+        rows["length"] = rows["length"].astype(int)
+        shown = [m for m in METRICS if m.plot and rows[m.name].notna().any()]
+        if not shown:
+            continue
+        ncols = min(2, len(shown))
+        nrows = math.ceil(len(shown) / ncols)
+        fig = Figure(figsize=(11, 4.2 * nrows))
+        axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+        for ax, metric in zip(axes, shown, strict=False):
+            _metric_panel(ax, rows, metric, colours, set(group.seen))
+        for ax in axes[len(shown) :]:
+            ax.set_visible(False)
+        handles, labels = axes[0].get_legend_handles_labels()
+        handles.append(Patch(label="seen lengths", **SEEN_SHADE))
+        axes[0].legend(handles, [*labels, "seen lengths"], loc="lower left", fontsize=9)
+        band = " / ".join(band_words(k) for k in sorted(set(rows["interval"]) - {""}))
+        title = f"Trained on lengths {group.train} · eval {name} · band: {band}"
+        fig.suptitle(title)
+        fig.tight_layout()
+        plots.append(Plot(file_name("accuracy", group.train, name), title, _png(fig)))
+    return plots
+
+
+# --------------------------------------------------------------------------- training curves
+
+
+@plot("training")
+def training_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
+    """Training loss and validation accuracy against step, one line per run."""
+    runs = [r for r in group.runs if r.history is not None]
+    if not runs:
+        return []
+    fig = Figure(figsize=(11, 3.8))
+    ax_loss, ax_acc = fig.subplots(1, 2)
+    positive = True
+    for run in runs:
+        hist = run.history
+        colour = colours[run.reader_name]
+        if "loss" in hist.columns:
+            loss = hist[["step", "loss"]].dropna()
+            positive &= bool((loss["loss"] > 0).all())
+            ax_loss.plot(loss["step"], loss["loss"], color=colour, alpha=0.8, lw=1.2)
+        if "val_exact_acc" in hist.columns:
+            acc = hist[["step", "val_exact_acc"]].dropna()
+            ax_acc.plot(
+                acc["step"], 100 * acc["val_exact_acc"], color=colour, alpha=0.8, lw=1.2, marker="."
+            )
+    if positive:
+        ax_loss.set_yscale("log")
+    ax_loss.set(xlabel="step", ylabel="training loss", title="Training loss")
+    ax_acc.set(xlabel="step", ylabel="validation exact accuracy (%)", title="Validation accuracy")
+    ax_acc.set_ylim(-2, 102)
+    handles = [Patch(color=colours[r], label=r) for r in ordered(r.reader_name for r in runs)]
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.legend(handles=handles, fontsize=9, title="reader (one line per run)")
+    title = f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)"
+    fig.suptitle(title)
+    fig.tight_layout()
+    return [Plot(file_name("training", group.train), title, _png(fig))]

@@ -1,0 +1,95 @@
+"""Attention maps on disk -> the gallery of one training range (what the page embeds).
+
+Per reader, per run and evaluation that counts, per length: the correct readings and the
+failures, at most `MAX_MAPS_SHOWN` of each embedded (the page stays one file of sensible size).
+A reader none of whose evaluations has maps has no attention weights; the page says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnlab.report.aggregate import TrainGroup
+from attnlab.report.discover import RunInfo
+from attnlab.report.readers import ordered
+from attnlab.rundir import MAP_KINDS, EvalDir, RunDir
+
+MAX_MAPS_SHOWN = 4  # attention maps embedded per (run, eval, length, correct|failure)
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    png: bytes
+
+
+@dataclass
+class MapKind:
+    kind: str  # "correct" | "failure"
+    total: int
+    shown: list[Image]
+
+    @property
+    def more(self) -> int:
+        return self.total - len(self.shown)
+
+
+@dataclass
+class LengthMaps:
+    length: int
+    split: str  # seen | unseen
+    kinds: list[MapKind]
+
+
+@dataclass
+class EvalMaps:
+    run: RunInfo
+    eval: str
+    summary: Image | None  # the attention summary figure of the evaluation
+    lengths: list[LengthMaps]
+
+
+@dataclass
+class ReaderMaps:
+    reader: str
+    evals: list[EvalMaps] = field(default_factory=list)  # empty: no attention weights
+
+
+def _image(path: Path) -> Image | None:
+    try:
+        return Image(path.name, path.read_bytes())
+    except OSError:  # vanished or unreadable since discovery: leave it out
+        return None
+
+
+def _eval_maps(run: RunInfo, ev: EvalDir) -> EvalMaps | None:
+    files = ev.map_files()
+    summary = _image(ev.attention_summary) if ev.attention_summary.is_file() else None
+    if not files and summary is None:
+        return None
+    lengths = []
+    for length in sorted({n for n, _ in files}):
+        kinds = []
+        for kind in MAP_KINDS:
+            paths = files.get((length, kind), [])
+            shown = [img for p in paths[:MAX_MAPS_SHOWN] if (img := _image(p)) is not None]
+            kinds.append(MapKind(kind, len(paths), shown))
+        split = "seen" if length in run.seen_lengths else "unseen"
+        lengths.append(LengthMaps(length, split, kinds))
+    return EvalMaps(run, ev.name, summary, lengths)
+
+
+def gallery(group: TrainGroup) -> list[ReaderMaps]:
+    """The maps of every reader of `group` that has an evaluation that counts."""
+    runs = [r for r in group.runs if r.evals]
+    out = []
+    for reader in ordered(r.reader_name for r in runs):
+        entry = ReaderMaps(reader)
+        for run in (r for r in runs if r.reader_name == reader):
+            for name in run.evals:
+                maps = _eval_maps(run, RunDir(run.path).eval_dir(name))
+                if maps is not None:
+                    entry.evals.append(maps)
+        out.append(entry)
+    return out

@@ -1,0 +1,95 @@
+"""The report's pieces -> index.html, one self-contained page rendered by Jinja2.
+
+All markup lives in ``templates/`` and every inserted value is autoescaped there, so a run
+path, an error message or an evaluation name cannot break the page. Images are embedded as
+base64 data URIs (the ``data_uri`` filter), so index.html can be mailed or archived alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from attnlab.report.aggregate import MIN_SEEDS_T
+from attnlab.report.discover import RunInfo
+from attnlab.report.figures import Plot
+from attnlab.report.gallery import MAX_MAPS_SHOWN, ReaderMaps
+from attnlab.report.readers import description, ordered
+from attnlab.report.tables import SummaryTable
+
+TEMPLATE = "index.html.j2"
+
+
+@dataclass
+class Section:
+    """One training range on the page: its plots by kind, summary table and map gallery."""
+
+    train: str
+    plots: dict[str, list[Plot]]
+    table: SummaryTable | None  # None: no evaluation of this range counts
+    gallery: list[ReaderMaps]
+
+
+@dataclass(frozen=True)
+class ReaderView:
+    name: str
+    colour: str
+    description: str
+
+
+def data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def display_path(path: Path | str) -> str:
+    """Relative to the working directory when below it (shorter), else as given."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("attnlab.report", "templates"),
+        autoescape=select_autoescape(enabled_extensions=("html", "j2"), default=True),
+        undefined=StrictUndefined,  # a misspelt name in a template fails loudly
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["data_uri"] = data_uri
+    env.filters["display_path"] = display_path
+    return env
+
+
+def render_index(
+    paths: list[Path],
+    runs: list[RunInfo],
+    sections: list[Section],
+    colours: dict[str, str],
+    dup_notes: list[str],
+) -> str:
+    readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
+    return (
+        environment()
+        .get_template(TEMPLATE)
+        .render(
+            paths=paths,
+            runs=runs,
+            bad=[r for r in runs if r.problems],
+            trains=[s.train for s in sections],
+            readers=readers,
+            evals=sorted({e for r in runs for e in r.evals}),
+            sections=sections,
+            dup_notes=dup_notes,
+            min_seeds_t=MIN_SEEDS_T,
+            max_maps=MAX_MAPS_SHOWN,
+            generated=datetime.now().strftime("%Y-%m-%d %H:%M"),
+        )
+    )

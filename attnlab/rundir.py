@@ -1,0 +1,358 @@
+"""The run directory: every file name, its JSON shapes, status, evaluations and the lock.
+
+Writers (training, evaluation, sweeps) and readers (the report, the sweep summary, resume)
+all go through this module, so a file name or a field is spelled once. Reading is lenient:
+a missing, unreadable or older file gives a ``RunFileError`` with one clear message, never
+a KeyError.
+
+Layout of a run directory::
+
+    .hydra/config.yaml  .hydra/overrides.yaml   the composed config (Hydra)
+    checkpoints/last.pt  checkpoints/best.pt    see attnlab.checkpoint
+    tb/  train.log  history.csv                 TensorBoard events, log, per-step history
+    status.json                                 RunStatus + step + error
+    metrics.json                                TrainMetrics, when training finished
+    eval/<name>/                                one EvalDir per evaluation
+    .lock                                       held while a process trains or evaluates here
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+import os
+import re
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from attnlab.errors import UserError
+from attnlab.io import write_json, write_text
+
+CONFIG = Path(".hydra") / "config.yaml"
+OVERRIDES = Path(".hydra") / "overrides.yaml"
+CHECKPOINTS = "checkpoints"
+TB = "tb"
+LOG = "train.log"
+HISTORY = "history.csv"
+STATUS = "status.json"
+METRICS = "metrics.json"
+EVAL = "eval"
+LOCK = ".lock"
+HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
+
+# Files of one evaluation (eval/<name>/); eval.json is written last and marks it complete.
+TABLE_CSV = "metrics_by_length.csv"
+TABLE_MD = "metrics_by_length.md"
+EVAL_META = "eval.json"
+MAPS = "maps"
+ATTENTION_SUMMARY = "attention_summary.png"
+MAP_KINDS = ("correct", "failure")
+_MAP_NAME = re.compile(r"^len(\d+)_(correct|failure)_(\d+)\.png$")
+
+
+class RunFileError(Exception):
+    """A run-directory file that is missing, unreadable or of an unknown shape."""
+
+
+class RunStatus(str, Enum):
+    running = "running"
+    complete = "complete"
+    failed = "failed"
+    interrupted = "interrupted"  # SIGINT / SIGTERM: resumable from last.pt
+
+
+@dataclass
+class Status:
+    state: RunStatus
+    step: int = 0
+    error: str | None = None
+
+
+@dataclass
+class TrainMetrics:
+    """metrics.json: what a finished training run reports."""
+
+    reader: str
+    step: int
+    params: int
+    elapsed_s: float
+    strips_per_s: float
+    seen_lengths: list[int]
+    val: dict[str, Any]
+    best: dict[str, Any]
+
+
+@dataclass
+class EvalMeta:
+    """eval.json: what an evaluation read, with which checkpoint; written last."""
+
+    name: str
+    source: str  # synthetic | folder
+    decoding: str  # greedy | beam<K>
+    reader: str
+    seen_lengths: list[int]
+    lengths: list[int]
+    checkpoint: str
+    step: int  # the training step of the checkpoint it read
+    folder: str | None = None
+    n_per_length: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise RunFileError(f"no {path.name}") from err
+    except (OSError, ValueError) as err:
+        raise RunFileError(f"unreadable {path.name}: {err}") from err
+    if not isinstance(data, dict):
+        raise RunFileError(f"unreadable {path.name}: not a JSON object")
+    return data
+
+
+def _from_dict(cls, data: dict[str, Any], what: str):
+    """A dataclass from a JSON object: unknown keys ignored, missing required keys named."""
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in data.items() if k in names})
+    except TypeError as err:
+        missing = sorted(
+            f.name
+            for f in fields(cls)
+            if f.name not in data and f.default is MISSING and f.default_factory is MISSING
+        )
+        raise RunFileError(f"{what} lacks {', '.join(missing) or 'fields'} ({err})") from err
+
+
+class RunDir:
+    """One run directory; ``path`` need not exist yet."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # -- names ---------------------------------------------------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def overrides(self) -> Path:
+        return self.path / OVERRIDES
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    def checkpoint(self, which: str) -> Path:
+        return self.checkpoints / f"{which}.pt"
+
+    @property
+    def tb(self) -> Path:
+        return self.path / TB
+
+    @property
+    def log(self) -> Path:
+        return self.path / LOG
+
+    @property
+    def history(self) -> Path:
+        return self.path / HISTORY
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / STATUS
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def eval_root(self) -> Path:
+        return self.path / EVAL
+
+    def eval_dir(self, name: str) -> EvalDir:
+        return EvalDir(self.eval_root / name)
+
+    def evals(self) -> list[EvalDir]:
+        """Finished-or-not evaluations (``eval/<name>``); hidden folders are ones in progress."""
+        if not self.eval_root.is_dir():
+            return []
+        return [
+            EvalDir(p)
+            for p in sorted(self.eval_root.iterdir())
+            if p.is_dir() and not p.name.startswith(".")
+        ]
+
+    def partial_evals(self) -> list[Path]:
+        """Evaluations that were being written when their process died (or still are)."""
+        if not self.eval_root.is_dir():
+            return []
+        return sorted(p for p in self.eval_root.glob(".*.partial") if p.is_dir())
+
+    def is_run(self) -> bool:
+        return self.config.is_file()
+
+    # -- status --------------------------------------------------------------------------------
+    def write_status(self, state: RunStatus, step: int, error: str | None = None) -> None:
+        write_json(
+            self.status_file, {"state": RunStatus(state).value, "step": step, "error": error}
+        )
+
+    def read_status(self) -> Status:
+        data = _load_json(self.status_file)
+        try:
+            state = RunStatus(data.get("state"))
+        except ValueError as err:
+            raise RunFileError(f"unknown state {data.get('state')!r} in {STATUS}") from err
+        step = data.get("step")
+        return Status(state, int(step) if isinstance(step, int) else 0, data.get("error"))
+
+    # -- metrics and history -------------------------------------------------------------------
+    def write_metrics(self, metrics: TrainMetrics) -> None:
+        write_json(self.metrics_file, asdict(metrics))
+
+    def read_metrics(self) -> TrainMetrics:
+        return _from_dict(TrainMetrics, _load_json(self.metrics_file), METRICS)
+
+    def write_history(self, rows: list[dict[str, Any]]) -> None:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=HISTORY_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({c: row.get(c, "") for c in HISTORY_COLUMNS})
+        write_text(self.history, buf.getvalue())
+
+    # -- the lock ------------------------------------------------------------------------------
+    def lock(self, purpose: str) -> RunLock:
+        return RunLock(self.path / LOCK, purpose)
+
+    def lock_holder(self) -> str | None:
+        """What holds the run's lock now (``"train, pid 123"``), or None when it is free."""
+        return RunLock(self.path / LOCK, "probe").holder()
+
+
+class EvalDir:
+    """One evaluation: ``eval/<name>/`` with its tables, maps and eval.json (written last)."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def table_csv(self) -> Path:
+        return self.path / TABLE_CSV
+
+    @property
+    def table_md(self) -> Path:
+        return self.path / TABLE_MD
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / EVAL_META
+
+    @property
+    def maps(self) -> Path:
+        return self.path / MAPS
+
+    @property
+    def attention_summary(self) -> Path:
+        return self.path / ATTENTION_SUMMARY
+
+    def map_path(self, length: int, kind: str, index: int) -> Path:
+        if kind not in MAP_KINDS:
+            raise ValueError(f"map kind must be one of {MAP_KINDS}, got {kind!r}")
+        return self.maps / f"len{length:02d}_{kind}_{index}.png"
+
+    def map_files(self) -> dict[tuple[int, str], list[Path]]:
+        """(length, kind) -> map PNGs in index order."""
+        found: dict[tuple[int, str], list[tuple[int, Path]]] = {}
+        if self.maps.is_dir():
+            for p in self.maps.iterdir():
+                m = _MAP_NAME.match(p.name)
+                if m:
+                    key = (int(m.group(1)), m.group(2))
+                    found.setdefault(key, []).append((int(m.group(3)), p))
+        return {k: [p for _, p in sorted(v)] for k, v in found.items()}
+
+    def write_meta(self, meta: EvalMeta) -> None:
+        write_json(self.meta_file, asdict(meta))
+
+    def read_meta(self) -> EvalMeta:
+        return _from_dict(EvalMeta, _load_json(self.meta_file), EVAL_META)
+
+
+class RunLock:
+    """An advisory lock on a run directory (``fcntl.flock`` on ``.lock``).
+
+    The kernel drops it when the holding process dies, so a restart after SIGKILL or a SLURM
+    requeue takes it again at once; a second live process is refused with one clear line.
+    """
+
+    def __init__(self, path: Path, purpose: str):
+        self.path = Path(path)
+        self.purpose = purpose
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                who = self.holder() or "another process"
+                raise UserError(
+                    f"{self.path.parent}: run directory is in use ({who}); wait for it to "
+                    f"finish or use another run directory"
+                ) from err
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{self.purpose}, pid {os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def holder(self) -> str | None:
+        """Who holds the lock, or None when nobody does (probing takes it for an instant)."""
+        import fcntl
+
+        if not self.path.is_file():
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                return os.pread(fd, 200, 0).decode(errors="replace").strip() or "a process"
+            finally:
+                os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        return None

@@ -1,0 +1,100 @@
+"""The contract every registered reader keeps, checked for each one the moment it exists.
+
+Parametrised over ``registry.names()``: a new reader module is covered without editing this
+file. Each test uses the reader's ``preset=tiny`` config, composed as the CLI composes it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from readers_util import strips, tiny_config, tiny_reader
+
+from attnlab import checkpoint
+from attnlab.data.strips import StripSynth, TrainStream
+from attnlab.models import registry
+from attnlab.train import plain_config
+
+READERS = registry.names()
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_a_strip_reads_the_same_alone_and_inside_a_padded_batch(name):
+    s = strips([1, 9, 4, 6])  # strip 0 is much narrower than the batch
+    m = tiny_reader(name)
+    with torch.no_grad():
+        batch = m.read(s.images, s.widths)
+        for i in range(len(s)):
+            one = s.select([i])
+            alone = m.read(one.images, one.widths)
+            assert alone.texts[0] == batch.texts[i]
+            assert torch.allclose(alone.confidence[0], batch.confidence[i], atol=1e-4)
+            if batch.weights is not None:
+                t = int(alone.columns[0])
+                steps = alone.weights.shape[1]
+                assert torch.allclose(alone.weights[0], batch.weights[i, :steps, :t], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_beam_of_width_one_is_greedy_and_wider_beams_never_score_lower(name):
+    s = strips([3, 6, 2, 8], seed=2)
+    m = tiny_reader(name, seed=1)
+    with torch.no_grad():
+        g = m.read(s.images, s.widths, beam=1)
+        again = m.read(s.images, s.widths, beam=1)
+        b4 = m.read(s.images, s.widths, beam=4)
+    assert g.texts == again.texts and torch.equal(g.confidence, again.confidence)
+    assert torch.all(b4.score >= g.score - 1e-5), (b4.score, g.score)
+    if g.weights is not None:
+        assert b4.weights is not None and b4.weights.shape[0] == 4
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_weights_when_present_are_per_step_distributions_over_real_columns(name):
+    s = strips([2, 7, 4])
+    m = tiny_reader(name)
+    with torch.no_grad():
+        out = m.read(s.images, s.widths)
+    if out.weights is None:
+        pytest.skip(f"the {name} reader returns no weights")
+    b, steps, t = out.weights.shape
+    assert b == 3 and t == int(out.columns.max())
+    for i, text in enumerate(out.texts):
+        emitted = min(len(text) + 1, steps)  # digits then EOS
+        rows = out.weights[i, :emitted]
+        assert torch.allclose(rows.sum(-1), torch.ones(emitted), atol=1e-5)
+        assert torch.all(out.weights[i, :, int(out.columns[i]) :] == 0)  # padding
+        assert torch.all(out.weights[i, emitted:] == 0)  # after EOS
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_checkpoint_round_trip_gives_the_same_reader(name, tmp_path):
+    cfg = tiny_config(name)
+    m = tiny_reader(name, seed=3)
+    path = checkpoint.save(
+        tmp_path / "c.pt",
+        {"reader": m.name, "model": m.state_dict(), "config": plain_config(cfg), "step": 0},
+    )
+    back, _ = checkpoint.restore_reader(checkpoint.load(path), path)
+    s = strips([3, 5])
+    with torch.no_grad():
+        a, b = m.read(s.images, s.widths), back.read(s.images, s.widths)
+    assert type(back) is type(m) and a.texts == b.texts
+    assert torch.equal(a.confidence, b.confidence)
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_a_tiny_reader_learns_a_fixed_batch(name):
+    cfg = tiny_config(name)
+    m = tiny_reader(name)
+    batch = TrainStream(StripSynth(cfg.data), [1, 2, 3], batch_size=32, seed=0).next()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    m.train()
+    losses = []
+    for _ in range(40):
+        loss = m.loss(batch.images, batch.widths, batch.labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.5 * losses[0], losses
