@@ -59,6 +59,17 @@ def _one_line(err: BaseException) -> str:
     return ": ".join(parts)
 
 
+def hydra_value(value: object) -> str:
+    """A path or name as a quoted Hydra override value, so that spaces, commas, quotes,
+    brackets and non-ASCII characters reach the task unchanged (paths are data)."""
+    import re
+
+    text = str(value)
+    # Hydra reads a backslash as an escape only before a quote or at the end of the string.
+    body = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text)
+    return f"'{body}'"
+
+
 def _launcher_of(args: list[str]) -> str | None:
     for a in args:
         if a.startswith("hydra/launcher="):
@@ -209,9 +220,9 @@ def eval_(
     """
     from attnlab.evaluate import main as task
 
-    extra = [f"run={run}"]
+    extra = [f"run={hydra_value(run)}"]
     if folder is not None:
-        extra.append(f"eval.folder={folder}")
+        extra.append(f"eval.folder={hydra_value(folder)}")
     if beam is not None:
         extra.append(f"eval.beam={beam}")
     if n is not None:
@@ -267,9 +278,11 @@ def report(
         paths = [p for p in (Path("outputs"), Path("multirun")) if p.exists()]
         if not paths:
             fail("no outputs/ or multirun/ here; name the run or sweep folders to report on")
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: exists and is not a folder")
     try:
         index = build_report(list(paths), out)
-    except ReportError as err:
+    except (ReportError, UserError) as err:
         fail(str(err))
     typer.echo(f"report written: {index}")
 
@@ -298,7 +311,7 @@ def data_export(
         fail(f"--lengths: expected LOW-HIGH such as 3-6, got {lengths!r}")
     pair = f"[{lo},{hi if sep else lo}]"
     overrides = [
-        f"export.out={out}",
+        f"export.out={hydra_value(out)}",
         f"export.n={n}",
         f"export.lengths={pair}",
         f"export.seed={seed}",

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attnlab.errors import UserError
+
 TMP_SUFFIX = ".tmp"
+
+
+class WriteError(UserError):
+    """A file that cannot be written (a full disk, no permission, a folder in the way)."""
 
 
 def file_mode() -> int:
@@ -26,18 +32,35 @@ def file_mode() -> int:
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)``, then move the result onto ``path`` in one rename."""
+    """Call ``write(tmp_path)``, then move the result onto ``path`` in one rename.
+
+    An OS error (full disk, no permission, a folder where the file should go) becomes one
+    ``WriteError`` line naming the path; the file that was there before is left untouched.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    if path.is_dir():
+        raise WriteError(f"cannot write {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    except OSError as err:
+        raise WriteError(f"cannot write {path}: {err.strerror or err}") from err
     os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = Path(name)
     try:
         write(tmp)
         with open(tmp, "rb+") as fh:  # the bytes are on disk before the name points at them
             os.fsync(fh.fileno())
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(f"cannot write {path}: {err.strerror or err}") from err
+    except RuntimeError as err:  # torch.save reports a failed write as a RuntimeError
+        tmp.unlink(missing_ok=True)
+        if not any(k in str(err).lower() for k in ("writ", "inline_container", "unexpected pos")):
+            raise
+        raise WriteError(f"cannot write {path}: {str(err).splitlines()[0]}") from err
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,23 @@ from attnlab.data.strips import pad_strips
 from attnlab.errors import UserError
 from attnlab.inference import read_strips
 from attnlab.runtime import resolve_device
+
+
+def map_names(paths: list[Path]) -> list[str]:
+    """One attention-map file name per image, all different: a/x.png and b/x.png would
+    otherwise overwrite each other's map. A stem shared by several images gets its folder's
+    name in front (a_x, b_x); names still equal (the same file twice) are numbered."""
+    shared = Counter(p.stem.casefold() for p in paths)
+    used: set[str] = set()
+    names = []
+    for p in paths:
+        base = p.stem if shared[p.stem.casefold()] == 1 else f"{p.absolute().parent.name}_{p.stem}"
+        name, k = base, 2
+        while name.casefold() in used:  # casefold: one file on a case-insensitive disk
+            name, k = f"{base}_{k}", k + 1
+        used.add(name.casefold())
+        names.append(f"{name}_attention.png")
+    return names
 
 
 def read_files(
@@ -34,8 +52,8 @@ def read_files(
     for path in images:
         try:
             loaded.append(load_image(path, cfg.data.height))
-            names.append(path)
-        except UserError as err:
+            names.append(Path(path))
+        except UserError as err:  # this file alone: the others are still read
             print(f"attnlab: error: {err}", file=sys.stderr)
             bad += 1
     if not loaded:
@@ -51,12 +69,12 @@ def read_files(
         if out.weights is None:
             say(f"{reader.name} reader: it has no attention weights, so no maps are drawn")
         else:
-            for i, path in enumerate(names):
-                target = Path(attention_dir) / f"{Path(path).stem}_attention.png"
+            for i, (path, file) in enumerate(zip(names, map_names(names), strict=True)):
+                target = Path(attention_dir) / file
                 maps.draw_attention_map(
                     target, strips.images[i, :, : int(strips.widths[i])].numpy(), out.weights[i],
                     reader.encoder.stride, None, out.texts[i], float(out.confidence[i]),
                     None, float("nan"),
                 )  # fmt: skip
-            say(f"attention maps written to {attention_dir}")
+                say(f"attention map of {path}: {target}")
     return bad

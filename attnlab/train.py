@@ -132,6 +132,7 @@ class Trainer:
         self.loss_fn = torch.compile(self.model.loss) if t.compile else self.model.loss
         self.writer = None
         self.hydra_files = _read_hydra_files(run)
+        self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -162,7 +163,6 @@ class Trainer:
         saved, now = ckpt.get("config", {}), plain_config(self.cfg)
         for section in ("model", "data"):
             if saved.get(section) != now[section]:
-                _restore_hydra_files(self.run_dir, ckpt.get("hydra_files"))
                 raise UserError(
                     f"{last}: this run directory holds a checkpoint trained with another "
                     f"{section} config; use a new run directory (or the same config to resume)"
@@ -198,6 +198,16 @@ class Trainer:
     # -- steps ---------------------------------------------------------------------------------
 
     def train_step(self) -> float:
+        try:
+            return self._train_step()
+        except (MemoryError, torch.OutOfMemoryError) as err:
+            raise UserError(_no_memory(self.cfg.train)) from err
+        except RuntimeError as err:
+            if "allocate" not in str(err):
+                raise
+            raise UserError(_no_memory(self.cfg.train)) from err
+
+    def _train_step(self) -> float:
         self.model.train()
         self.opt.zero_grad(set_to_none=True)
         acc = self.cfg.train.accumulate
@@ -279,7 +289,7 @@ class Trainer:
         from torch.utils.tensorboard import SummaryWriter
 
         t = self.cfg.train
-        resumed = self.resume()
+        resumed = self.resumed
         remove_orphans(self.run_dir.checkpoints)
         self.run_dir.write_status(RunStatus.running, self.step)
         self.writer = SummaryWriter(str(self.run_dir.tb), purge_step=self.step or None)
@@ -354,11 +364,27 @@ class Trainer:
         return metrics.__dict__
 
 
+def _no_memory(t: Any) -> str:
+    return (
+        f"train.batch_size={t.batch_size}: cannot allocate a batch that large on this machine; "
+        f"use a smaller train.batch_size with train.accumulate=K (K micro-batches per step)"
+    )
+
+
 def _read_hydra_files(run: RunDir) -> dict[str, str]:
     """The run's .hydra/*.yaml as Hydra just wrote them, kept in checkpoints so that a
     refused later command can put them back."""
     folder = run.config.parent
     return {p.name: p.read_text() for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def _saved_hydra_files(run: RunDir) -> dict[str, str]:
+    """The .hydra files kept in the run's last checkpoint (none when it has no checkpoint)."""
+    last = run.checkpoint("last")
+    try:
+        return dict(checkpoint.load(last).get("hydra_files") or {}) if last.is_file() else {}
+    except UserError:
+        return {}
 
 
 def _restore_hydra_files(run: RunDir, files: dict[str, str] | None) -> None:
@@ -377,8 +403,11 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         try:
             trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
         except BaseException as err:
+            log.error("refused: %s", err)
             if fresh:  # nothing to damage: say why this run never started
-                run.write_status(RunStatus.failed, 0, f"{type(err).__name__}: {err}")
+                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {err}")
+            else:  # Hydra rewrote .hydra/ before this task ran: put the run's own back
+                _restore_hydra_files(run, _saved_hydra_files(run))
             raise
         with _sigterm_as_interrupt():
             try:
@@ -388,10 +417,19 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
                 else:
                     state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
-                run.write_status(state, trainer.step, reason)
+                log.error("%s at step %d: %s", state.value, trainer.step, reason)
+                _record(run, state, trainer.step, reason)
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
     return metrics
+
+
+def _record(run: RunDir, state: RunStatus, step: int, reason: str) -> None:
+    """Write the final status if the disk lets us; the error being raised says the rest."""
+    try:
+        run.write_status(state, step, reason)
+    except UserError as err:
+        log.error("could not record the status: %s", err)
 
 
 class _sigterm_as_interrupt:

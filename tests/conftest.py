@@ -40,3 +40,35 @@ def attnlab_cli(cli_env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
         )
 
     return run
+
+
+# --- one trained run per reader for the whole session (tiny; the numbers mean nothing) ----
+
+TINY = ["preset=tiny", "train.progress=plain"]
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, attnlab_cli) -> dict[str, Path]:
+    """``{"attention": RUN, "fixed": RUN}``: each lab reader trained once with preset=tiny.
+    Tests that change a run work on a copy (``copy_run``)."""
+    root = tmp_path_factory.mktemp("trained")
+    out = {}
+    for kind in ("attention", "fixed"):
+        run = root / kind
+        res = attnlab_cli("train", *TINY, f"model={kind}", f"hydra.run.dir={run}", cwd=root)
+        assert res.returncode == 0, res.stderr
+        out[kind] = run
+    return out
+
+
+@pytest.fixture
+def copy_run(tmp_path) -> Callable[[Path], Path]:
+    """``copy_run(RUN)``: a private copy of a trained run directory (lock file left out)."""
+    import shutil
+
+    def copy(run: Path, name: str = "run") -> Path:
+        dest = tmp_path / name
+        shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".lock"))
+        return dest
+
+    return copy

@@ -14,18 +14,12 @@ def export(attnlab_cli, folder: Path, n: int, lengths: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, attnlab_cli) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("runs")
-    out = {}
-    for kind in ("attention", "fixed"):
-        run = root / kind
-        res = attnlab_cli(
-            "train", "preset=tiny", f"model={kind}", "train.progress=plain",
-            f"hydra.run.dir={run}", cwd=root,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        out[kind] = run
-    return out
+def runs(trained, tmp_path_factory) -> dict[str, Path]:
+    """Copies of the session's trained runs: these tests write eval/ into them."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("eval_runs")
+    return {k: Path(shutil.copytree(v, root / k)) for k, v in trained.items()}
 
 
 def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_cli):

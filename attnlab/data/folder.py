@@ -1,12 +1,20 @@
 """User strips on disk: a folder of images plus ``labels.csv`` (``filename,label``).
 
-``attnlab data export`` writes this format; any folder in it (images of any size or mode,
-dark ink on light background) is readable as a dataset, resized to the model height.
+``attnlab data export`` writes this format; any folder in it is readable as a dataset, each
+image converted to grey by its mode and resized to the model height. What a user could get
+wrong without noticing is said in one warning line per file (stderr, ``attnlab: warning:``):
+light ink on dark paper (inverted so it reads), a 1-pixel-wide or very tall image, a
+multi-frame image (only the first frame is read), a file listed twice in labels.csv.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import os
+import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,27 +25,165 @@ from attnlab.errors import UserError
 from attnlab.io import atomic_write, write_text
 
 LABELS = "labels.csv"
+TALL = 4.0  # height / width above which an image is not a row of digits
+Warn = Callable[[str], None]
+Row = tuple[str, str, int]  # filename, label, line number in labels.csv
+
+# Pillow modes by how they become grey; any other mode (LAB, La, ...) is refused.
+PLAIN = {"1", "L", "P", "RGB", "RGBX", "CMYK", "YCbCr", "HSV"}  # Pillow converts these to L
+ALPHA = {"LA", "PA", "RGBA", "RGBa"}  # composited over white paper first
+DEEP = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}  # 16/32-bit integer or float samples
 
 
-def load_image(path: Path | str, height: int) -> torch.Tensor:
-    """Any image file -> (height, W) float in [0, 1], 1 = paper, aspect ratio kept."""
-    from PIL import Image, UnidentifiedImageError
+def warn_stderr(message: str) -> None:
+    """The default warning: one line on stderr, like the one-line errors."""
+    print(f"attnlab: warning: {message}", file=sys.stderr)
 
-    path = Path(path)
+
+def full_scale(top: float, is_float: bool) -> float:
+    """White of deep samples, from the data, as the file records the type but not the range.
+
+    Float samples whose brightest value is at most 1.5 are 0..1 (overshoot clipped); any
+    other deep samples are 0..2**b-1 for the smallest usual depth b in 8, 10, 12, 14, 16, 32
+    that holds the brightest value (a 12-bit scan in a 16-bit PNG, a float TIFF in 0..255).
+    Paper is the brightest part of a strip, so it sits near the top of its range.
+    """
+    if is_float and top <= 1.5:
+        return 1.0
+    return float(next((2**b - 1 for b in (8, 10, 12, 14, 16) if top <= 2**b - 1), 2**32 - 1))
+
+
+def to_grey(im, path: Path) -> np.ndarray:
+    """A Pillow image of any supported mode -> (H, W) float32 in [0, 1], 1 = paper."""
+    from PIL import Image
+
+    if im.mode in DEEP:
+        a = np.asarray(im).astype(np.float64)  # (H, W)
+        if not np.isfinite(a).all():
+            raise UserError(f"{path}: float image with NaN or infinite pixels")
+        scale = full_scale(float(a.max(initial=0.0)), im.mode == "F")
+        return np.clip(a / scale, 0.0, 1.0).astype(np.float32)
+    if im.mode in ALPHA or (im.mode in PLAIN and "transparency" in im.info):
+        paper = Image.new("RGBA", im.size, "white")
+        im = Image.alpha_composite(paper, im.convert("RGBA"))
+    elif im.mode not in PLAIN:
+        raise UserError(f"{path}: image mode {im.mode} is not supported (save it as grey or RGB)")
+    return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
+
+
+def decode(path: Path, notes: list[str]) -> np.ndarray:
+    """The first frame of an image file as grey (H, W); every failure is one UserError line."""
+    from PIL import Image, ImageOps
+
     try:
-        with Image.open(path) as im:
+        with warnings.catch_warnings():  # one limit: refuse what Pillow only warns about
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im = Image.open(path)
+        with im:
+            if (
+                getattr(im, "is_animated", False) and im.format != "MPO"
+            ):  # MPO: a camera JPEG + previews
+                notes.append(f"{im.n_frames} frames (pages): only the first is read")
             im.load()
-            grey = im.convert("L")
+            im = ImageOps.exif_transpose(im)  # a phone photo stands the way it was shot
     except FileNotFoundError as err:
         raise UserError(f"{path}: no such image") from err
-    except (UnidentifiedImageError, OSError, ValueError) as err:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+        raise UserError(
+            f"{path}: image too large (over {Image.MAX_IMAGE_PIXELS} pixels, Pillow's guard "
+            "against decompression bombs): crop or downscale it"
+        ) from err
+    except Exception as err:  # Pillow's decoders raise many types on a corrupt file
         raise UserError(f"{path}: not a readable image ({type(err).__name__})") from err
-    w = max(1, round(grey.width * height / max(1, grey.height)))
-    grey = grey.resize((w, height), Image.BILINEAR)
-    return torch.from_numpy(np.asarray(grey, dtype=np.float32) / 255.0)
+    return to_grey(im, path)
 
 
-def read_labels(folder: Path) -> list[tuple[str, str, int]]:
+def shape_note(h: int, w: int) -> str | None:
+    """Why an image of this size is unlikely to be a strip (a row of digits), if it is."""
+    if min(h, w) == 1:
+        return f"only 1 pixel {'wide' if w == 1 else 'high'} ({w}x{h})"
+    if h > TALL * w:
+        return f"{h / w:.1f} times taller than wide: a strip is one row of digits"
+    return None
+
+
+def resize(grey: np.ndarray, height: int) -> np.ndarray:
+    """(H, W) -> (height, W * height / H), bilinear in float (no 8-bit rounding)."""
+    from PIL import Image
+
+    h, w = grey.shape
+    width = max(1, round(w * height / h))
+    return np.array(Image.fromarray(grey).resize((width, height), Image.BILINEAR))
+
+
+def is_inverted(grey: np.ndarray) -> bool:
+    """Light ink on dark paper: paper covers most of a strip and its edges, so both the median
+    and the edges' median lie nearer the dark end than the light end (both: a tight crop of
+    bold digits may be mostly ink). A blank image (no contrast) is left alone."""
+    lo, hi = float(grey.min()), float(grey.max())
+    edges = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])  # (2W + 2H,)
+    mid = (lo + hi) / 2
+    return hi - lo > 0.1 and float(np.median(grey)) < mid and float(np.median(edges)) < mid
+
+
+def load_image(path: Path | str, height: int, warn: Warn = warn_stderr) -> torch.Tensor:
+    """Any image file -> (height, W) float in [0, 1], 1 = paper, aspect ratio kept.
+
+    Raises one-line UserErrors; anything doubtful goes to ``warn`` as one line naming the file.
+    """
+    path = Path(path)
+    notes: list[str] = []
+    grey = decode(path, notes)  # (H, W)
+    note = shape_note(*grey.shape)
+    notes += [note] if note else []
+    grey = resize(grey, height)  # (height, W')
+    if is_inverted(grey):
+        grey = 1.0 - grey
+        notes.append("light ink on dark paper: inverted to read it")
+    if notes:
+        warn(f"{path}: {'; '.join(notes)}")
+    return torch.from_numpy(grey)
+
+
+def labels_text(path: Path) -> str:
+    """labels.csv as text: UTF-8, with or without a byte-order mark (as Excel saves it).
+
+    Other encodings are refused, not guessed: latin-1 decodes any bytes, so a guess would
+    turn a cp1252 or UTF-16 file into file names that do not match, or match the wrong file.
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}): save it as UTF-8"
+        ) from err
+
+
+def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
+    """Rows with each file once: a file listed twice with one label is counted once (one
+    warning line); listed with two labels it is a contradiction and refused."""
+    first: dict[str, Row] = {}
+    again: dict[str, list[int]] = {}
+    for name, label, line in rows:
+        key = os.path.normpath(name)
+        if key not in first:
+            first[key] = (name, label, line)
+        elif first[key][1] != label:
+            raise UserError(
+                f"{path}:{line}: {name!r} is labelled {label!r} here but "
+                f"{first[key][1]!r} on line {first[key][2]}"
+            )
+        else:
+            again.setdefault(key, [first[key][2]]).append(line)
+    for key, lines in again.items():
+        listed = ", ".join(map(str, lines))
+        warn(f"{path}: {first[key][0]!r} is listed on lines {listed}: counted once")
+    return list(first.values())
+
+
+def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
     """(filename, label, line number) rows of ``folder/labels.csv``, checked."""
     path = folder / LABELS
     if not folder.is_dir():
@@ -45,8 +191,8 @@ def read_labels(folder: Path) -> list[tuple[str, str, int]]:
     if not path.is_file():
         raise UserError(f"{path}: missing (a strip folder needs labels.csv: filename,label)")
     rows = []
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    reader = csv.reader(io.StringIO(labels_text(path), newline=""))
+    try:
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:2]] != ["filename", "label"]:
             raise UserError(f"{path}:1: header must be 'filename,label', got {header}")
@@ -64,21 +210,26 @@ def read_labels(folder: Path) -> list[tuple[str, str, int]]:
             if not (folder / name).is_file():
                 raise UserError(f"{path}:{line}: image file {name!r} not found in {folder}")
             rows.append((name, label, line))
+    except csv.Error as err:
+        raise UserError(f"{path}:{reader.line_num}: not CSV ({err})") from err
     if not rows:
         raise UserError(f"{path}: no strips listed")
-    return rows
+    return check_duplicates(path, rows, warn)
 
 
-def load_folder(folder: Path | str, height: int) -> tuple[StripBatch, list[str]]:
+def load_folder(
+    folder: Path | str, height: int, warn: Warn = warn_stderr
+) -> tuple[StripBatch, list[str]]:
     """All strips of a folder (glyph spans unknown: zero) and their file names."""
     folder = Path(folder)
-    rows = read_labels(folder)
+    rows = read_labels(folder, warn)
     images = []
     for name, _, line in rows:
+        where = f"{folder / LABELS}:{line}"
         try:
-            images.append(load_image(folder / name, height))
+            images.append(load_image(folder / name, height, lambda m, w=where: warn(f"{w}: {m}")))
         except UserError as err:
-            raise UserError(f"{folder / LABELS}:{line}: {err}") from err
+            raise UserError(f"{where}: {err}") from err
     labels = [label for _, label, _ in rows]
     spans = torch.zeros(len(rows), max(len(s) for s in labels), 2, dtype=torch.long)
     return pad_strips(images, labels, spans), [name for name, _, _ in rows]

@@ -8,11 +8,11 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from attnlab.config import seen_lengths, span
+from attnlab.config import check_data, seen_lengths, span
 from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
-from attnlab.io import atomic_write
+from attnlab.io import write_figure
 
 
 def _sample(cfg: DictConfig, n: int, pair, key: str, seed: int, sort: bool) -> StripBatch:
@@ -20,6 +20,7 @@ def _sample(cfg: DictConfig, n: int, pair, key: str, seed: int, sort: bool) -> S
     section named in errors (``preview`` or ``export``)."""
     if n < 1:
         raise UserError(f"{key}.n must be >= 1, got {n}")
+    check_data(cfg.data)
     lo, hi = span(pair, f"{key}.lengths")
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(lo, hi + 1, (n,), generator=gen)
@@ -32,6 +33,8 @@ def preview(cfg: DictConfig) -> None:
     p = cfg.preview
     seen = seen_lengths(cfg.data)
     pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
+    if Path(p.out).is_dir():
+        raise UserError(f"preview.out={p.out}: is a folder; name a .png file")
     strips = _sample(cfg, p.n, pair, "preview", p.seed, sort=True)
     out = draw_grid(strips, Path(p.out))
     print(f"wrote {len(strips)} strips to {out}")
@@ -55,13 +58,15 @@ def draw_grid(strips: StripBatch, path: Path) -> Path:
         )
     fig.suptitle(f"{n} synthetic strips (label left of each)", fontsize=11)
     fig.tight_layout()
-    return atomic_write(path, lambda p: fig.savefig(p, format="png"))
+    return write_figure(path, fig)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
 @reports_user_errors
 def export(cfg: DictConfig) -> None:
     e = cfg.export
+    if Path(e.out).exists() and not Path(e.out).is_dir():
+        raise UserError(f"export.out={e.out}: exists and is not a folder")
     strips = _sample(cfg, e.n, e.lengths, "export", e.seed, sort=False)
     out = export_folder(strips, Path(e.out))
     print(f"wrote {len(strips)} strips and labels.csv to {out}")

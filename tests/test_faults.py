@@ -1,0 +1,331 @@
+"""Faults and bad input: nothing lost, nothing silent, one line and exit status 2.
+
+Each test here failed before its fix (the issue's numbered items in brackets). Folder data
+and ``attnlab read`` faults are in test_faults_folder.py; a real SLURM cluster in
+test_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+
+from attnlab.config import check_eval, check_experiment
+from attnlab.errors import UserError
+from attnlab.models import registry
+
+TINY = ["preset=tiny", "train.progress=plain"]
+
+
+def one_line_error(res: subprocess.CompletedProcess[str], *mentions: str) -> None:
+    assert res.returncode == 2, (res.stdout[-2000:], res.stderr[-2000:])
+    assert res.stderr.startswith("attnlab: error:") and res.stderr.count("\n") == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    for word in mentions:
+        assert word in res.stderr, (word, res.stderr)
+
+
+def start_training(run: Path, *args: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "attnlab.cli", "train", *TINY, *args, f"hydra.run.dir={run}"]
+    return subprocess.Popen(
+        cmd, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.time() + seconds
+    while not path.exists():
+        assert proc.poll() is None, f"training ended before {path} appeared: {proc.stderr.read()}"
+        assert time.time() < deadline, f"{path} did not appear"
+        time.sleep(0.01)
+
+
+# --- [2] one process per run directory --------------------------------------------------------
+
+
+def test_a_second_process_in_a_busy_run_directory_is_refused(tmp_path, attnlab_cli):
+    run = tmp_path / "run"
+    run.mkdir()
+    first = start_training(run, "train.steps=400", "train.checkpoint_every=100")
+    try:
+        wait_for(run / "status.json", first)
+        second = attnlab_cli("train", *TINY, "seed=1", f"hydra.run.dir={run}", cwd=tmp_path)
+        one_line_error(second, "in use", "train, pid")
+        evaluation = attnlab_cli("eval", run, "eval.n=4", cwd=tmp_path)
+        assert evaluation.returncode == 2  # no best.pt yet, or the run is locked: never mixed
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # A dead process holds no lock: the run resumes at once (to a shorter end, to be quick).
+    res = attnlab_cli("train", *TINY, "train.steps=20", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+
+
+# --- [3] a refused command leaves a finished run as it was ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override, mentions",
+    [("model=fixed", "another model config"), ("train.steps=0", "train.steps")],
+)
+def test_a_refused_command_leaves_a_finished_run_untouched(
+    override, mentions, trained, copy_run, attnlab_cli, tmp_path
+):
+    run = copy_run(trained["attention"])
+
+    def files() -> dict[Path, bytes]:
+        skip = ("train.log", ".lock")  # the log says what was refused; the lock is free again
+        return {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name not in skip}
+
+    before = files()
+    res = attnlab_cli("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
+    one_line_error(res, mentions)
+    after = files()
+    assert sorted(after) == sorted(before)
+    changed = [str(p.relative_to(run)) for p in before if before[p] != after[p]]
+    assert changed == []
+    assert json.loads((run / "status.json").read_text())["state"] == "complete"
+    assert "refused" in (run / "train.log").read_text()
+
+
+# --- [5] files readable by colleagues --------------------------------------------------------
+
+
+def test_every_file_a_run_an_evaluation_and_a_report_leave_is_readable_by_others(
+    tmp_path, attnlab_cli
+):
+    run = tmp_path / "run"
+    old = os.umask(0o022)
+    try:  # the subprocesses inherit the umask
+        assert attnlab_cli("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
+        assert attnlab_cli("eval", run, "eval.n=6", cwd=tmp_path).returncode == 0
+        res = attnlab_cli("report", run, "--out", tmp_path / "report", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        export = attnlab_cli("data", "export", tmp_path / "x", "--n", "2", cwd=tmp_path)
+        assert export.returncode == 0, export.stderr
+    finally:
+        os.umask(old)
+    files = [p for root in (run, tmp_path / "report", tmp_path / "x") for p in root.rglob("*")]
+    files = [p for p in files if p.is_file()]
+    assert len(files) > 20
+    unreadable = [str(p) for p in files if not p.stat().st_mode & stat.S_IROTH]
+    assert unreadable == []
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in files if p.name != ".lock")
+
+
+# --- [6] status after a signal, stale runs ------------------------------------------------------
+
+
+def test_sigterm_records_interrupted_with_the_step_and_the_run_resumes(tmp_path, attnlab_cli):
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = start_training(run, "train.steps=400", "train.checkpoint_every=10")
+    wait_for(run / "checkpoints" / "last.pt", proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "interrupted" and status["step"] >= 10, status
+    res = attnlab_cli("train", *TINY, "train.steps=30", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "resumed from" in (run / "train.log").read_text()
+
+
+def test_a_killed_run_is_reported_stale_with_its_last_checkpoint_step(tmp_path, attnlab_cli):
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = start_training(run, "train.steps=400", "train.checkpoint_every=10")
+    wait_for(run / "checkpoints" / "last.pt", proc)
+    deadline = time.time() + 60
+    while json.loads((run / "status.json").read_text())["step"] < 10:
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    status = json.loads((run / "status.json").read_text())
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    # The status follows every checkpoint (a kill may fall between the two writes).
+    assert status["state"] == "running" and status["step"] % 10 == 0
+    assert 0 < status["step"] <= ckpt["step"] <= status["step"] + 10
+    res = attnlab_cli("report", run, "--out", tmp_path / "report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "stale" in (tmp_path / "report" / "summary.md").read_text()
+
+
+# --- [7] orphans, re-runs, logs ----------------------------------------------------------------
+
+
+def test_rerunning_a_finished_run_cleans_orphans_and_keeps_its_timing(
+    trained, copy_run, attnlab_cli, tmp_path
+):
+    run = copy_run(trained["attention"])
+    orphan = run / "checkpoints" / ".last.pt.abc123.tmp"
+    orphan.write_bytes(b"half a checkpoint")
+    before = json.loads((run / "metrics.json").read_text())
+    res = attnlab_cli("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    after = json.loads((run / "metrics.json").read_text())
+    assert not orphan.exists()
+    assert before["elapsed_s"] > 0 and after["elapsed_s"] == before["elapsed_s"]
+    assert after["strips_per_s"] == before["strips_per_s"] > 0
+
+
+def test_a_job_refused_at_start_says_why_in_its_log(tmp_path, attnlab_cli):
+    run = tmp_path / "run"
+    res = attnlab_cli("train", *TINY, "model.stride=3", f"hydra.run.dir={run}", cwd=tmp_path)
+    one_line_error(res, "stride")
+    assert "stride" in (run / "train.log").read_text()
+    assert json.loads((run / "status.json").read_text())["state"] == "failed"
+
+
+# --- [8] value checks ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compose_train():
+    registry.discover()
+
+    def make(*overrides: str):
+        with initialize_config_module("attnlab.conf", version_base="1.3"):
+            return compose("train", overrides=["preset=tiny", *overrides])
+
+    return make
+
+
+BAD_TRAINING = [
+    ("optim.lr=-1", "optim.lr"),
+    ("optim.lr=nan", "optim.lr"),
+    ("optim.weight_decay=nan", "optim.weight_decay"),
+    ("train.val_every=0", "train.val_every"),
+    ("train.log_every=0", "train.log_every"),
+    ("train.checkpoint_every=0", "train.checkpoint_every"),
+    ("data.train_length_set=[0,2]", "data.train_length_set"),
+    ("data.train_length_set=[-1]", "data.train_length_set"),
+    ("data.height=-4", "data.height"),
+    ("data.height=7", "data.height"),
+    ("data.val_per_length=0", "data.val_per_length"),
+    ("model.hidden=0", "model.hidden"),
+    ("model.layers=0", "model.layers"),
+    ("train.batch_size=10000000", "train.accumulate"),
+    ("data.font_sizes=[0]", "data.font_sizes"),
+    ("data.noise=[nan,0.1]", "data.noise"),
+    ("data.scale=[1.2,0.9]", "data.scale"),
+    ("eval.batch_size=0", "eval.batch_size"),
+    ("eval.beam=0", "eval.beam"),
+]
+
+
+@pytest.mark.parametrize("override, key", BAD_TRAINING)
+def test_values_a_type_cannot_rule_out_are_checked(compose_train, override, key):
+    cfg = compose_train(override)
+    with pytest.raises(UserError, match=key.replace(".", r"\.")):
+        check_experiment(cfg)
+
+
+def test_the_default_configs_pass_their_checks(compose_train):
+    for name in registry.names():
+        check_experiment(compose_train(f"model={name}"))
+        check_experiment(compose_train(f"model={name}", "preset=cpu"))
+
+
+@pytest.mark.parametrize(
+    "args, key",
+    [(["--n", "0"], "eval.n"), (["--n", "-3"], "eval.n"), (["--beam", "0"], "eval.beam"),
+     (["--beam", "-2"], "eval.beam"), (["eval.batch_size=0"], "eval.batch_size")],
+)  # fmt: skip
+def test_bad_evaluation_values_are_one_line(trained, attnlab_cli, tmp_path, args, key):
+    res = attnlab_cli("eval", trained["attention"], *args, cwd=tmp_path)
+    one_line_error(res, key)
+    assert not (trained["attention"] / "eval").exists() or not any(
+        p.name.endswith(".partial") for p in (trained["attention"] / "eval").iterdir()
+    )
+
+
+def test_a_bad_training_value_is_one_line_from_the_cli(attnlab_cli, tmp_path):
+    res = attnlab_cli(
+        "train", *TINY, "optim.lr=nan", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path
+    )
+    one_line_error(res, "optim.lr")
+
+
+def test_check_eval_accepts_the_defaults():
+    from attnlab.config import EvalConfig
+
+    check_eval(EvalConfig())
+
+
+# --- [10] paths are data ---------------------------------------------------------------------
+
+
+def test_paths_with_commas_quotes_and_non_ascii_characters(
+    trained, attnlab_cli, tmp_path, copy_run
+):
+    run = copy_run(trained["attention"], name="rün, it's [1]")
+    folder = tmp_path / "strïps, 'x'"
+    res = attnlab_cli("data", "export", folder, "--n", "4", "--lengths", "2-3", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (folder / "labels.csv").is_file()
+    res = attnlab_cli("eval", run, "--folder", folder, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (run / "eval" / f"folder-{folder.name}-greedy" / "eval.json").is_file()
+
+
+# --- [11] full disk, files in the way ----------------------------------------------------------
+
+
+def _small_disk(limit: int):
+    """A process whose files cannot grow past ``limit`` bytes: writes fail as on a full disk."""
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    return limit_files
+
+
+def run_limited(args: list[object], cwd: Path, limit: int, env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "attnlab.cli", *map(str, args)], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=300, preexec_fn=_small_disk(limit),
+    )  # fmt: skip
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_loses_nothing(
+    trained, copy_run, tmp_path, cli_env
+):
+    run = tmp_path / "run"
+    res = run_limited(["train", *TINY, f"hydra.run.dir={run}"], tmp_path, 100_000, cli_env)
+    one_line_error(res, "cannot write", ".pt")
+    assert not list((run / "checkpoints").glob(".*.tmp"))
+
+    done = copy_run(trained["attention"], name="done")
+    res = run_limited(["eval", done, "eval.n=30"], tmp_path, 20_000, cli_env)
+    one_line_error(res, "cannot write")
+    assert not (done / "eval").exists() or list((done / "eval").iterdir()) == []
+
+    res = run_limited(["report", trained["attention"], "--out", tmp_path / "rep"], tmp_path,
+                      20_000, cli_env)  # fmt: skip
+    one_line_error(res, "cannot write")
+
+    res = run_limited(["data", "export", tmp_path / "ex", "--n", "30"], tmp_path, 100, cli_env)
+    one_line_error(res, "cannot write")
+
+
+def test_outputs_that_would_land_on_something_else_are_refused(trained, attnlab_cli, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    one_line_error(attnlab_cli("report", trained["fixed"], "--out", a_file, cwd=tmp_path), "--out")
+    one_line_error(attnlab_cli("data", "export", a_file, "--n", "2", cwd=tmp_path), "export.out")
+    res = attnlab_cli("data", "preview", f"preview.out={tmp_path}", cwd=tmp_path)
+    one_line_error(res, "preview.out")
+    assert a_file.read_text() == "keep me"

@@ -1,0 +1,339 @@
+"""Faults in reading user images and strip folders: modes that used to become all paper or all
+ink, labels.csv encodings and duplicates, decompression bombs, doubtful images, and
+``attnlab read`` on awkward paths and clashing map names."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from attnlab.config import DataConfig
+from attnlab.data.folder import export_folder, load_folder, load_image
+from attnlab.data.strips import StripSynth
+from attnlab.errors import UserError
+
+TOL = 1.5 / 255  # one 8-bit step, plus rounding
+
+
+@pytest.fixture(scope="module")
+def ref8() -> np.ndarray:
+    """A synthetic strip as 8-bit grey (32, W), its paper cleaned to pure white so that a
+    transparent background has something exact to stand for."""
+    gen = torch.Generator().manual_seed(3)
+    strip = StripSynth(DataConfig()).sample(torch.tensor([4]), gen)
+    a = np.round(strip.images[0, :, : int(strip.widths[0])].numpy() * 255).astype(np.uint8)
+    return np.where(a > 200, 255, a).astype(np.uint8)
+
+
+def ref_tensor(a8: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(a8.astype(np.float32) / 255)
+
+
+def collect():
+    said: list[str] = []
+    return said, said.append
+
+
+# --- 1. modes --------------------------------------------------------------------------------
+
+
+def grey16(a):
+    return Image.fromarray(a.astype(np.uint16) * 257)  # I;16
+
+
+def grey16_big_endian(a):
+    return Image.frombytes("I;16B", (a.shape[1], a.shape[0]), (a.astype(">u2") * 257).tobytes())
+
+
+def int32_16bit_range(a):
+    return Image.fromarray(a.astype(np.int32) * 257)  # I
+
+
+def int32_8bit_range(a):
+    return Image.fromarray(a.astype(np.int32))  # I
+
+
+def float_0_1(a):
+    return Image.fromarray(a.astype(np.float32) / 255)  # F
+
+
+def float_0_255(a):
+    return Image.fromarray(a.astype(np.float32))  # F
+
+
+def rgba_ink_on_transparent(a):
+    """Black ink whose darkness is its opacity; the transparent background's colour is black."""
+    zero = Image.new("L", (a.shape[1], a.shape[0]), 0)
+    return Image.merge("RGBA", [zero, zero, zero, Image.fromarray(255 - a)])
+
+
+def la_ink_on_transparent(a):
+    zero = Image.new("L", (a.shape[1], a.shape[0]), 0)
+    return Image.merge("LA", [zero, Image.fromarray(255 - a)])
+
+
+def palette_with_transparent_paper(a):
+    """Index v is grey v, except index 255: black, and the transparent one."""
+    im = Image.fromarray(a).convert("P")  # the grey palette, then ours
+    im.putpalette([v for i in range(256) for v in ((i, i, i) if i < 255 else (0, 0, 0))])
+    im.info["transparency"] = 255
+    return im
+
+
+def cmyk(a):
+    return Image.fromarray(a).convert("CMYK")
+
+
+MODES = {  # maker, file format, the mode Pillow opens it in
+    "I;16 png": (grey16, "png", "I;16"),
+    "I;16B tiff": (grey16_big_endian, "tif", "I;16B"),
+    "I 0..65535 tiff": (int32_16bit_range, "tif", "I"),
+    "I 0..255 tiff": (int32_8bit_range, "tif", "I"),
+    "F 0..1 tiff": (float_0_1, "tif", "F"),
+    "F 0..255 tiff": (float_0_255, "tif", "F"),
+    "RGBA png": (rgba_ink_on_transparent, "png", "RGBA"),
+    "LA png": (la_ink_on_transparent, "png", "LA"),
+    "P+transparency png": (palette_with_transparent_paper, "png", "P"),
+    "CMYK tiff": (cmyk, "tif", "CMYK"),
+}
+
+
+@pytest.mark.parametrize("kind", list(MODES))
+def test_every_mode_matches_the_8bit_rendering(kind, ref8, tmp_path):
+    make, ext, mode = MODES[kind]
+    path = tmp_path / f"strip.{ext}"
+    make(ref8).save(path)
+    with Image.open(path) as im:
+        assert im.mode == mode  # the file really is in the mode under test
+    said, warn = collect()
+    x = load_image(path, ref8.shape[0], warn)
+    assert x.shape == ref8.shape
+    assert torch.allclose(x, ref_tensor(ref8), atol=TOL), float((x - ref_tensor(ref8)).abs().max())
+    assert said == []
+
+
+def test_a_12bit_scan_in_a_16bit_png_is_scaled_by_its_range(ref8, tmp_path):
+    Image.fromarray((ref8.astype(np.int64) * 4095 // 255).astype(np.uint16)).save(
+        tmp_path / "s.png"
+    )
+    x = load_image(tmp_path / "s.png", ref8.shape[0])
+    assert torch.allclose(x, ref_tensor(ref8), atol=TOL)
+
+
+def test_multi_frame_image_reads_the_first_frame_and_says_so(ref8, tmp_path):
+    path = tmp_path / "pages.tif"
+    Image.fromarray(ref8).save(path, save_all=True, append_images=[Image.fromarray(ref8 // 2)])
+    said, warn = collect()
+    x = load_image(path, ref8.shape[0], warn)
+    assert torch.allclose(x, ref_tensor(ref8), atol=TOL)
+    assert len(said) == 1 and "pages.tif" in said[0] and "2 frames" in said[0]
+
+
+def test_unsupported_mode_is_refused_in_one_line(tmp_path):
+    Image.new("LAB", (40, 32)).save(tmp_path / "lab.tif")
+    with pytest.raises(UserError, match=r"lab\.tif: image mode LAB is not supported") as err:
+        load_image(tmp_path / "lab.tif", 32)
+    assert "\n" not in str(err.value)
+
+
+def test_float_image_with_nan_is_refused(tmp_path):
+    a = np.ones((32, 40), np.float32)
+    a[3, 4] = np.nan
+    Image.fromarray(a).save(tmp_path / "nan.tif")
+    with pytest.raises(UserError, match=r"nan\.tif: float image with NaN"):
+        load_image(tmp_path / "nan.tif", 32)
+
+
+# --- 2. labels.csv ---------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def folder(tmp_path, ref8) -> Path:
+    out = tmp_path / "strips"
+    out.mkdir()
+    for name in ("a.png", "b.png", "café.png"):
+        Image.fromarray(ref8).save(out / name)
+    return out
+
+
+def test_latin1_labels_name_the_file_and_say_utf8(folder):
+    (folder / "labels.csv").write_bytes("filename,label\na.png,1\ncafé.png,12\n".encode("latin-1"))
+    with pytest.raises(UserError, match=r"labels\.csv:3: not UTF-8 text .*save it as UTF-8"):
+        load_folder(folder, 32)
+
+
+def test_utf8_bom_is_accepted(folder):
+    (folder / "labels.csv").write_bytes("\ufefffilename,label\ncafé.png,12\n".encode())
+    batch, names = load_folder(folder, 32)
+    assert names == ["café.png"] and batch.labels == ["12"]
+
+
+def test_a_row_listed_twice_counts_once_with_one_warning(folder):
+    text = "filename,label\na.png,1\nb.png,2\na.png,1\n./a.png,1\n"
+    (folder / "labels.csv").write_text(text, encoding="utf-8")
+    said, warn = collect()
+    batch, names = load_folder(folder, 32, warn)
+    assert names == ["a.png", "b.png"] and batch.labels == ["1", "2"]
+    assert said == [f"{folder / 'labels.csv'}: 'a.png' is listed on lines 2, 4, 5: counted once"]
+
+
+def test_a_file_listed_with_two_labels_is_refused(folder):
+    (folder / "labels.csv").write_text("filename,label\na.png,1\nb.png,2\na.png,7\n")
+    with pytest.raises(UserError, match=r"labels\.csv:4: 'a\.png' is labelled '7' here but '1' on"):
+        load_folder(folder, 32)
+
+
+def test_a_csv_the_csv_module_rejects_is_one_line(folder):
+    (folder / "labels.csv").write_text("filename,label\na.png," + "1" * 200_000 + "\n")
+    with pytest.raises(UserError, match=r"labels\.csv:2: not CSV"):
+        load_folder(folder, 32)
+
+
+# --- 3. decompression bombs ------------------------------------------------------------------
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG that claims width x height pixels (8-bit grey) and holds none."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b""))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_a_20000x20000_png_is_one_line_naming_it(tmp_path):
+    (tmp_path / "huge.png").write_bytes(png_header(20_000, 20_000))
+    with pytest.raises(UserError, match=r"huge\.png: image too large") as err:
+        load_image(tmp_path / "huge.png", 32)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("limit", [1000, 2000])  # Pillow errors over 2x its limit, warns over 1x
+def test_over_pillows_pixel_limit_is_refused(limit, monkeypatch, tmp_path, recwarn):
+    Image.new("L", (100, 32), 255).save(tmp_path / "big.png")  # 3200 pixels
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", limit)
+    with pytest.raises(UserError, match=rf"big\.png: image too large \(over {limit} pixels"):
+        load_image(tmp_path / "big.png", 32)
+    assert not [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)]
+
+
+def test_a_bomb_in_a_folder_names_labels_line_and_file(folder):
+    (folder / "huge.png").write_bytes(png_header(20_000, 20_000))
+    (folder / "labels.csv").write_text("filename,label\na.png,1\nhuge.png,22\n")
+    with pytest.raises(UserError, match=r"labels\.csv:3: .*huge\.png: image too large"):
+        load_folder(folder, 32)
+
+
+# --- 4. doubtful images: one warning line each -----------------------------------------------
+
+
+def test_light_ink_on_dark_paper_is_inverted_with_a_warning(ref8, tmp_path):
+    Image.fromarray(255 - ref8).save(tmp_path / "neg.png")
+    said, warn = collect()
+    x = load_image(tmp_path / "neg.png", ref8.shape[0], warn)
+    assert torch.allclose(x, ref_tensor(ref8), atol=TOL)
+    assert len(said) == 1 and "neg.png" in said[0] and "inverted" in said[0]
+
+
+def test_synthetic_strips_are_not_taken_for_inverted(tmp_path):
+    gen = torch.Generator().manual_seed(11)
+    strips = StripSynth(DataConfig()).sample(torch.arange(1, 13).repeat(3), gen)
+    said, warn = collect()
+    load_folder(export_folder(strips, tmp_path / "s"), 32, warn)
+    assert said == []
+
+
+def test_blank_paper_is_not_inverted(tmp_path):
+    Image.new("L", (90, 32), 40).save(tmp_path / "grey.png")  # no ink: nothing to decide on
+    said, warn = collect()
+    assert float(load_image(tmp_path / "grey.png", 32, warn).max()) < 0.2 and said == []
+
+
+@pytest.mark.parametrize(
+    ("size", "words"),
+    [((1, 40), "only 1 pixel wide"), ((40, 1), "only 1 pixel high"), ((20, 100), "5.0 times")],
+)
+def test_thin_or_tall_images_say_so(size, words, tmp_path):
+    Image.new("L", size, 255).save(tmp_path / "odd.png")
+    said, warn = collect()
+    x = load_image(tmp_path / "odd.png", 32, warn)
+    assert x.shape[0] == 32 and x.shape[1] >= 1
+    assert len(said) == 1 and "odd.png" in said[0] and words in said[0]
+
+
+def test_several_doubts_are_one_line_on_stderr(ref8, tmp_path, capsys):
+    column = np.concatenate([ref8, ref8], axis=1).T  # (2W, 32): a column of digits
+    Image.fromarray(255 - column).save(tmp_path / "col.png")  # light ink on dark paper
+    load_image(tmp_path / "col.png", 32)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"attnlab: warning: {tmp_path / 'col.png'}: ")
+    assert "taller than wide" in err[0] and "inverted" in err[0]
+
+
+def test_folder_warnings_name_the_labels_line(folder, ref8):
+    Image.fromarray(255 - ref8).save(folder / "neg.png")
+    (folder / "labels.csv").write_text("filename,label\na.png,1\nneg.png,2\n")
+    said, warn = collect()
+    load_folder(folder, 32, warn)
+    assert len(said) == 1 and said[0].startswith(f"{folder / 'labels.csv'}:3: {folder / 'neg.png'}")
+
+
+# --- 5. attnlab read end to end ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run(trained) -> Path:
+    """The session's trained attention run (``read`` writes nothing into it)."""
+    return trained["attention"]
+
+
+def test_read_goes_on_past_a_bomb_and_takes_odd_paths(run, ref8, tmp_path, attnlab_cli):
+    odd = tmp_path / "dïgits, l'été" / "strip, n'1 ✓.png"
+    odd.parent.mkdir()
+    Image.fromarray(ref8).save(odd)
+    Image.fromarray(255 - ref8).save(tmp_path / "neg.png")
+    (tmp_path / "huge.png").write_bytes(png_header(20_000, 20_000))
+    res = attnlab_cli("read", odd, tmp_path / "huge.png", tmp_path / "neg.png", "--run", run,
+                      cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("attnlab:")]
+    assert err == [
+        f"attnlab: error: {tmp_path / 'huge.png'}: image too large "
+        f"(over {Image.MAX_IMAGE_PIXELS} pixels, Pillow's guard against decompression bombs): "
+        "crop or downscale it",
+        f"attnlab: warning: {tmp_path / 'neg.png'}: light ink on dark paper: inverted to read it",
+    ]
+    rows = res.stdout.splitlines()[1:]
+    assert [r.split("  ")[0].strip() for r in rows] == [str(odd), str(tmp_path / "neg.png")]
+    assert rows[0].split()[-2] == rows[1].split()[-2]  # the inverted copy reads the same
+
+
+def test_read_gives_files_of_one_name_their_own_maps(run, ref8, tmp_path, attnlab_cli):
+    for sub, a in (("a", ref8), ("b", ref8[:, : ref8.shape[1] // 2])):
+        (tmp_path / sub).mkdir()
+        Image.fromarray(a).save(tmp_path / sub / "x.png")
+    maps = tmp_path / "maps"
+    images = [tmp_path / "a" / "x.png", tmp_path / "b" / "x.png", tmp_path / "a" / "x.png"]
+    res = attnlab_cli("read", *images, "--run", run, "--attention", maps, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = [ln for ln in res.stdout.splitlines() if ln.startswith("attention map of")]
+    targets = ["a_x_attention.png", "b_x_attention.png", "a_x_2_attention.png"]
+    assert said == [
+        f"attention map of {p}: {maps / t}" for p, t in zip(images, targets, strict=True)
+    ]
+    assert sorted(p.name for p in maps.iterdir()) == sorted(targets)

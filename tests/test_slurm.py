@@ -1,0 +1,418 @@
+"""``attnlab sweep lengths hydra/launcher=slurm`` on a real SLURM scheduler.
+
+Needs a cluster that answers ``sinfo`` with an idle node; ``bash scripts/slurm_local.sh up``
+starts a one-node one on this machine (Debian packages, no accounting). Without one the
+whole module is skipped, and ``pytest -ra`` prints why. Every test drives real ``attnlab``
+subprocesses on ``preset=tiny`` (one CPU and 1 GB per job) and the scheduler's own
+commands (``scontrol requeue``, ``scancel``). About 4 minutes on 2 cores, most of it in
+``test_time_limit_*`` (deselect with ``-k 'not time_limit'``).
+
+``ATTNLAB_SLURM_PARTITION`` picks the partition (default: the cluster's default one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+BATCH = 32  # train.batch_size of preset=tiny
+JOB_STATES_UP = ("idle", "mix", "mixed")
+
+
+def _run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _find_partition() -> tuple[str | None, str]:
+    """A partition with an idle node, or None and why there is none."""
+    if not shutil.which("sinfo"):
+        return None, "no SLURM here (sinfo not found); bash scripts/slurm_local.sh up starts one"
+    try:
+        out = _run("sinfo", "-h", "-o", "%P|%t", timeout=15)
+    except subprocess.TimeoutExpired:
+        return None, "sinfo did not answer in 15 s (is slurmctld running?)"
+    if out.returncode != 0:
+        first = (out.stderr.strip().splitlines() or ["no output"])[0]
+        return None, f"no SLURM controller answers (sinfo: {first})"
+    rows = [ln.split("|") for ln in out.stdout.split() if "|" in ln]
+    wanted = os.environ.get("ATTNLAB_SLURM_PARTITION")
+    usable = [p for p, state in rows if state in JOB_STATES_UP]
+    if wanted:
+        if wanted in {p.rstrip("*") for p in usable}:
+            return wanted, ""
+        return None, f"partition {wanted} has no idle node (sinfo: {out.stdout.strip()!r})"
+    usable.sort(key=lambda p: not p.endswith("*"))  # the default partition first
+    if not usable:
+        return None, f"no idle SLURM node (sinfo: {out.stdout.strip()!r})"
+    return usable[0].rstrip("*"), ""
+
+
+PARTITION, WHY = _find_partition()
+if PARTITION is None:
+    pytest.skip(WHY, allow_module_level=True)
+
+# Every job: one CPU, no GPU, 1 GB; the job's own SLURM time limit is set per test.
+SLURM = [
+    "hydra/launcher=slurm",
+    "preset=tiny",
+    f"hydra.launcher.partition={PARTITION}",
+    "hydra.launcher.gpus_per_node=0",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.mem_gb=1",
+]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def wait_for(cond: Callable[[], object], timeout: float, what: str, sweep=None) -> object:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        if sweep is not None and sweep.proc.poll() is not None:
+            raise AssertionError(f"the sweep ended (exit {sweep.proc.returncode}) before {what}")
+        time.sleep(0.5)
+    tail = sweep.tail() if sweep is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
+
+
+def job_info(job_id: str) -> dict[str, str]:
+    """``scontrol show job``: JobState, Reason, Restarts, ... ({} once SLURM forgot it)."""
+    out = _run("scontrol", "show", "job", "-o", job_id)
+    if out.returncode != 0:
+        return {}
+    return dict(kv.split("=", 1) for kv in out.stdout.split() if "=" in kv)
+
+
+def release_if_held(job_id: str) -> bool:
+    """A requeued batch job waits about two minutes (Reason=BeginTime) before SLURM starts
+    it again; start it now instead. True when it was held."""
+    info = job_info(job_id)
+    if info.get("JobState") == "PENDING" and info.get("Reason") == "BeginTime":
+        _run("scontrol", "update", f"jobid={job_id}", "starttime=now")
+        return True
+    return False
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def hydra_job(job: Path) -> dict:
+    return yaml.safe_load((job / ".hydra" / "hydra.yaml").read_text())["hydra"]
+
+
+class Sweep:
+    """One ``attnlab sweep lengths`` subprocess, its output in files, its jobs on SLURM."""
+
+    def __init__(self, cwd: Path, env: dict[str, str], args: list[str]):
+        self.cwd = cwd
+        self.dir = cwd / "sweep"
+        self.out_path, self.err_path = cwd / "stdout.txt", cwd / "stderr.txt"
+        cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", *SLURM, *args]
+        cmd.append(f"hydra.sweep.dir={self.dir}")
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        self.started = time.time()
+
+    @property
+    def stdout(self) -> str:
+        return self.out_path.read_text()
+
+    @property
+    def stderr(self) -> str:
+        return self.err_path.read_text()
+
+    def tail(self) -> str:
+        return f"stdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"the sweep did not end in {timeout:.0f}s\n{self.tail()}"
+            ) from None
+
+    def job(self, num: int, timeout: float = 120) -> Path:
+        """Job ``num``'s run directory, once the job has started on SLURM."""
+        job = self.dir / str(num)
+        wait_for((job / ".hydra" / "hydra.yaml").is_file, timeout, f"job {num} to start", self)
+        return job
+
+    def slurm_id(self, job: Path) -> str:
+        """The SLURM id of a job (``<array id>_<task>``), as submitit gave it to Hydra."""
+        return str(hydra_job(job)["job"]["id"])
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        arrays = {p.name.split("_")[0] for p in self.dir.glob(".submitit/*") if p.is_dir()}
+        if arrays:
+            _run("scancel", *sorted(arrays))
+
+
+@pytest.fixture(scope="module")
+def start_sweep(cli_env):
+    """``start_sweep(cwd, *overrides)``: a sweep in ``cwd/sweep``; killed and its jobs
+    cancelled at the end of the module if still there."""
+    started: list[Sweep] = []
+
+    def start(cwd: Path, *args: str) -> Sweep:
+        sweep = Sweep(cwd, cli_env, list(args))
+        started.append(sweep)
+        return sweep
+
+    yield start
+    for sweep in started:
+        sweep.cleanup()
+
+
+# -- a: a sweep runs to completion -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def complete_sweep(tmp_path_factory, start_sweep):
+    sweep = start_sweep(
+        tmp_path_factory.mktemp("slurm_a"), "seed=0", "hydra.launcher.timeout_min=5"
+    )
+    sweep.wait(300)
+    sweep.elapsed = time.time() - sweep.started
+    return sweep
+
+
+def test_sweep_completes_on_slurm(complete_sweep, attnlab_cli, tmp_path):
+    sweep = complete_sweep
+    assert sweep.proc.returncode == 0, sweep.tail()
+    assert f"sweep {sweep.dir}: 2 job(s) complete, 0 failed or incomplete" in sweep.stdout
+    assert "FAILED" not in sweep.stdout
+    submission = next(sweep.dir.glob(".submitit/*/*_submission.sh")).read_text()
+    assert f"#SBATCH --partition={PARTITION}" in submission
+    readers = set()
+    for num in (0, 1):
+        job = sweep.dir / str(num)
+        readers.add(yaml.safe_load((job / ".hydra" / "config.yaml").read_text())["model"]["name"])
+        assert read_json(job / "status.json") == {"state": "complete", "step": 30, "error": None}
+        assert (job / "eval" / "synthetic-greedy" / "eval.json").is_file()
+        assert (job / "eval" / "synthetic-greedy" / "metrics_by_length.csv").is_file()
+        job_id = sweep.slurm_id(job)  # a real SLURM array task, not a local process
+        assert re.fullmatch(rf"\d+_{num}", job_id), job_id
+        assert (sweep.dir / ".submitit" / job_id / f"{job_id}_0_result.pkl").is_file()
+    assert readers == {"fixed", "attention"}
+
+    report = attnlab_cli("report", sweep.dir, "--out", tmp_path / "report", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "report" / "index.html").stat().st_size > 1000
+    assert "Aggregated 2 run(s)" in (tmp_path / "report" / "summary.md").read_text()
+
+
+# -- e: without accounting, submitit's sacct warning -------------------------------------------
+
+
+def test_sacct_warning_at_most_once(complete_sweep):
+    """submitit asks ``sacct`` for job states at every poll; a cluster without accounting
+    makes each poll print a warning (twice on stdout, once on stderr) plus sacct's own
+    "Slurm accounting storage is disabled" on stderr."""
+    sweep = complete_sweep
+    out, err = sweep.stdout, sweep.stderr
+    warned = out.count("Bypassing sacct error") + err.count("Bypassing sacct error")
+    if warned > 1:
+        sacct = err.count("accounting storage is disabled")
+        pytest.xfail(
+            f"a {sweep.elapsed:.0f}s sweep printed 'Bypassing sacct error' {warned} times and "
+            f"sacct's own message {sacct} times (one pair per poll; polls slow down to one per "
+            f"10 min, so a long sweep prints a few tens); attnlab should say it once"
+        )
+
+
+# -- b: a job requeued in mid-run resumes exactly ----------------------------------------------
+
+
+def test_requeued_job_resumes_exactly(start_sweep, tmp_path):
+    """Two identical jobs; the first is requeued (``scontrol requeue``: SIGTERM, then SIGKILL
+    after KillWait) once it has a checkpoint, and must end with the same numbers and weights
+    as the second, which ran straight through."""
+    steps = 400
+    sweep = start_sweep(
+        tmp_path, "model=attention", "seed=0,0", f"train.steps={steps}",
+        "train.checkpoint_every=20", "hydra.launcher.timeout_min=5",
+    )  # fmt: skip
+    job, ref = sweep.job(0), sweep.job(1)
+    last = job / "checkpoints" / "last.pt"
+    wait_for(last.is_file, 120, "job 0's first checkpoint", sweep)
+    job_id = sweep.slurm_id(job)
+    status = read_json(job / "status.json")
+    assert status["state"] == "running" and status["step"] < steps, status
+    assert _run("scontrol", "requeue", job_id).returncode == 0
+    wait_for(lambda: release_if_held(job_id), 60, f"{job_id} to be requeued", sweep)
+
+    assert sweep.wait(300) == 0, sweep.tail()
+    assert job_info(job_id).get("Restarts", "1") != "0"  # SLURM did restart it
+    resumed = re.findall(r"resumed from (\S+) at step (\d+)", (job / "train.log").read_text())
+    assert len(resumed) == 1 and resumed[0][0] == str(last), resumed
+    assert 0 < int(resumed[0][1]) < steps  # it really stopped in mid-run
+    assert "resumed" not in (ref / "train.log").read_text()
+    assert read_json(job / "status.json") == {"state": "complete", "step": steps, "error": None}
+
+    got, want = read_json(job / "metrics.json"), read_json(ref / "metrics.json")
+    assert got["step"] == want["step"] == steps
+    assert got["val"] == want["val"]
+    assert got["best"] == want["best"]
+    model = torch.load(last, weights_only=True)["model"]
+    model_ref = torch.load(ref / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert model.keys() == model_ref.keys()
+    for name, tensor in model.items():
+        assert torch.equal(tensor, model_ref[name]), name
+    assert (job / "eval" / "synthetic-greedy" / "eval.json").is_file()
+    assert (job / ".lock").is_file() and not _lock_held(job)
+
+
+def _lock_held(job: Path) -> bool:
+    from attnlab.rundir import RunDir
+
+    return RunDir(job).lock_holder() is not None
+
+
+# -- c: a job that hits its time limit is requeued by submitit and resumes ---------------------
+
+
+@pytest.fixture(scope="module")
+def time_limit_sweep(tmp_path_factory, start_sweep, complete_sweep):
+    """One job with a one-minute limit that needs more than a minute (its step count comes
+    from the training speed measured in the complete sweep). The job gets SIGUSR2 before the
+    limit (signal_delay_s=15: submitit's default of 120 s exceeds a one-minute limit, and a
+    signal due at once can come before submitit's handler exists, which kills the job); submitit
+    then checkpoints the launcher call, requeues the job, and the job resumes from last.pt."""
+    rate = read_json(complete_sweep.dir / "1" / "metrics.json")["strips_per_s"]  # attention
+    steps = max(600, math.ceil(55 * rate / BATCH / 100) * 100)  # about 55 s of training
+    cwd = tmp_path_factory.mktemp("slurm_c")
+    sweep = start_sweep(
+        cwd, "model=attention", "seed=0", f"train.steps={steps}", "train.checkpoint_every=20",
+        "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=15",
+        "hydra.launcher.max_num_timeout=6",
+    )  # fmt: skip
+    job = sweep.job(0)
+    job_id = sweep.slurm_id(job)
+    held_status = []  # status.json as it was while the job waited to run again
+    deadline = time.time() + 420
+    while sweep.proc.poll() is None and time.time() < deadline:
+        if release_if_held(job_id):
+            held_status.append(read_json(job / "status.json"))
+        time.sleep(1)
+    sweep.wait(30)
+    sweep.steps, sweep.job_id, sweep.held_status = steps, job_id, held_status
+    sweep.elapsed = time.time() - sweep.started
+    return sweep
+
+
+def test_time_limit_requeues_and_resumes(time_limit_sweep):
+    sweep = time_limit_sweep
+    assert sweep.proc.returncode == 0, sweep.tail()
+    assert f"sweep {sweep.dir}: 1 job(s) complete, 0 failed or incomplete" in sweep.stdout
+    job = sweep.dir / "0"
+    assert read_json(job / "status.json") == {
+        "state": "complete", "step": sweep.steps, "error": None,
+    }  # fmt: skip
+    assert (job / "eval" / "synthetic-greedy" / "eval.json").is_file()
+
+    logs = "".join(p.read_text() for p in sweep.dir.glob(f".submitit/{sweep.job_id}/*.out"))
+    assert "Caught signal SIGUSR2" in logs and "this job is timed-out" in logs, logs[-3000:]
+    assert re.search(r"Requeued job \S+ \(\d+ remaining timeouts\)", logs), logs[-3000:]
+    assert sweep.held_status, "SLURM never held the requeued job"
+    resumed = re.findall(r"resumed from (\S+) at step (\d+)", (job / "train.log").read_text())
+    assert resumed and all(path == str(job / "checkpoints" / "last.pt") for path, _ in resumed)
+    assert all(0 < int(step) < sweep.steps for _, step in resumed)
+
+    # The sweep directory was resolved once: the requeued job wrote into the same one.
+    assert sorted(p.name for p in sweep.dir.iterdir() if not p.name.startswith(".")) == [
+        "0", "multirun.yaml",
+    ]  # fmt: skip
+    hydra = hydra_job(job)
+    assert hydra["sweep"]["dir"] == str(sweep.dir)
+    assert hydra["runtime"]["output_dir"] == str(job)
+    assert not (sweep.cwd / "multirun").exists() and not (sweep.cwd / "outputs").exists()
+
+
+def test_time_limit_status_while_requeued(time_limit_sweep):
+    """While the requeued job waits to run again, status.json should not say it failed."""
+    held = [s for s in time_limit_sweep.held_status if s]
+    assert held, "no status.json seen while the job was held"
+    failed = [s for s in held if s["state"] == "failed"]
+    if failed:
+        pytest.xfail(
+            f"status.json said {failed[0]} while SLURM held the requeued job: submitit's "
+            f"requeue ends the job with sys.exit(-1), and attnlab.train.train records any "
+            f"non-KeyboardInterrupt exception as failed"
+        )
+    assert all(s["state"] in ("interrupted", "running") for s in held), held
+
+
+# -- d: a job killed outright is reported as failed, the others complete -----------------------
+
+
+def test_killed_job_is_reported_and_the_other_completes(start_sweep, tmp_path):
+    """Job 0 is killed (``scancel --signal=KILL``: no Python handler runs) while job 1,
+    which trains longer, goes on."""
+    sweep = start_sweep(
+        tmp_path, "model=attention", "seed=0", "train.steps=300,500",
+        "train.checkpoint_every=20", "hydra.launcher.timeout_min=5",
+    )  # fmt: skip
+    killed, other = sweep.job(0), sweep.job(1)
+    wait_for((killed / "checkpoints" / "last.pt").is_file, 120, "job 0's checkpoint", sweep)
+    killed_id = sweep.slurm_id(killed)
+    assert _run("scancel", "--signal=KILL", killed_id).returncode == 0
+
+    def other_done():
+        return (read_json(other / "status.json") or {}).get("state") == "complete" and (
+            other / "eval" / "synthetic-greedy" / "eval.json"
+        ).is_file()
+
+    wait_for(other_done, 240, "job 1 to complete", sweep)
+    wait_for(lambda: job_info(killed_id).get("JobState") != "RUNNING", 60, "job 0 to end")
+    # submitit polls at most every (time since submission) / 2, then waits up to 15 s for a
+    # result file that a killed job never writes.
+    grace = 30 + (time.time() - sweep.started) / 2
+    try:
+        sweep.proc.wait(grace)
+        hung = False
+    except subprocess.TimeoutExpired:
+        hung = True
+        sweep.proc.send_signal(signal.SIGINT)  # Ctrl-C: the summary is printed all the same
+        sweep.wait(60)
+
+    out = sweep.stdout
+    assert f"sweep {sweep.dir}: 1 job(s) complete, 1 failed or incomplete" in out, sweep.tail()
+    lines = out.splitlines()
+    failed = [i for i, ln in enumerate(lines) if "FAILED" in ln]
+    assert len(failed) == 1 and str(killed) in lines[failed[0]], out[-3000:]
+    logs = [s.strip() for s in lines[failed[0] + 1].split("logs:")[1].split(",")]
+    assert Path(logs[0]).is_file(), logs  # the job's own train.log
+    assert any(".submitit" in s for s in logs), logs  # and where submitit's logs are
+    assert sweep.proc.returncode == 1
+    assert (read_json(other / "status.json") or {}).get("state") == "complete"
+    if hung:
+        pytest.xfail(
+            f"the sweep did not end by itself {grace:.0f}s after job 1 completed and job 0 "
+            f"was killed: without SLURM accounting submitit never learns that job 0 ended "
+            f"(sacct fails, its state stays UNKNOWN), so the launcher waits forever; Ctrl-C "
+            f"gave the summary above"
+        )
