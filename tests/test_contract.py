@@ -98,3 +98,15 @@ def test_a_tiny_reader_learns_a_fixed_batch(name):
         opt.step()
         losses.append(float(loss))
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.parametrize("name", READERS)
+@pytest.mark.parametrize("beam", [1, 3])
+def test_oracle_length_decoding_reads_exactly_the_true_number_of_digits(name, beam):
+    s = strips([1, 4, 7, 2], seed=4)
+    m = tiny_reader(name, seed=2)
+    lengths = torch.tensor([len(t) for t in s.labels])
+    with torch.no_grad():
+        out = m.read(s.images, s.widths, beam=beam, lengths=lengths)
+    assert [len(t) for t in out.texts] == lengths.tolist()
+    assert all(t.isdigit() for t in out.texts)

@@ -42,8 +42,26 @@ class Reader(nn.Module):
         """images (B, H, W), widths (B,), labels: the training loss of the batch (a scalar)."""
         raise NotImplementedError
 
-    def read(self, images: torch.Tensor, widths: torch.Tensor, beam: int = 1) -> Decoded:
-        """Read a batch of strips (no gradients needed); ``beam`` 1 is greedy decoding."""
+    def read(
+        self,
+        images: torch.Tensor,
+        widths: torch.Tensor,
+        beam: int = 1,
+        lengths: torch.Tensor | None = None,
+    ) -> Decoded:
+        """Read a batch of strips (no gradients needed); ``beam`` 1 is greedy decoding.
+
+        ``lengths`` (B,), when given, is the true number of digits: the reading must have
+        exactly that many (oracle-length decoding, a diagnostic of the stopping decision).
+        """
+        raise NotImplementedError
+
+    def digit_probs(
+        self, images: torch.Tensor, widths: torch.Tensor, texts: list[str]
+    ) -> torch.Tensor:
+        """(B, Lmax + 1): the probability the reader gives each digit of ``texts`` (then EOS)
+        at its step, reading ``texts`` as given (teacher forcing); 0 past the end. Used by
+        the intervention probes; a reader that cannot say raises NotImplementedError."""
         raise NotImplementedError
 
 

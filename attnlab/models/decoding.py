@@ -99,10 +99,20 @@ class StepwiseReader(Reader):
         )
 
     @torch.no_grad()
-    def read(self, images, widths, beam=1):
+    def read(self, images, widths, beam=1, lengths=None):
         memory = self.encode(images, widths)
-        out = greedy(self, memory) if beam <= 1 else beam_search(self, memory, beam)
-        return out
+        if beam <= 1:
+            return greedy(self, memory, lengths)
+        return beam_search(self, memory, beam, lengths=lengths)
+
+    def digit_probs(self, images, widths, texts):
+        """Teacher forcing on ``texts``: (B, Lmax + 1) probability of each digit of each text,
+        then of EOS, given the text before it; 0 past the end."""
+        inputs, targets = tokens.encode(texts)
+        inputs, targets = inputs.to(images.device), targets.to(images.device)
+        logits, _ = self(images, widths, inputs)
+        p = torch.softmax(logits.float(), -1).gather(-1, targets[..., None])[..., 0]
+        return p * (targets != tokens.PAD)
 
 
 def gru_step(cell: nn.GRUCell, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
@@ -111,20 +121,26 @@ def gru_step(cell: nn.GRUCell, x: torch.Tensor, state: torch.Tensor) -> torch.Te
         return cell(x.float(), state.float())
 
 
-def step_limits(memory: Memory) -> torch.Tensor:
-    """(B,) the most tokens a row may emit, EOS included: one per encoder column, plus EOS.
-
-    A reading cannot hold more digits than its strip has columns.
-    """
+def step_limits(memory: Memory, lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """(B,) the most tokens a row may emit, EOS included: one per encoder column, plus EOS
+    (a reading cannot hold more digits than its strip has columns); with oracle ``lengths``,
+    exactly that many digits, plus EOS."""
+    if lengths is not None:
+        return lengths.to(memory.mask.device).long() + 1
     return memory.lengths + 1
 
 
 @torch.no_grad()
-def greedy(reader: StepwiseReader, memory: Memory) -> Decoded:
-    """Batched greedy decoding; stops when every row has emitted EOS or reached its limit."""
+def greedy(reader: StepwiseReader, memory: Memory, lengths: torch.Tensor | None = None) -> Decoded:
+    """Batched greedy decoding; stops when every row has emitted EOS or reached its limit.
+
+    ``lengths`` (B,): oracle-length decoding: EOS is forbidden before that many digits and
+    forced right after them (the EOS decision is taken away; what is left is the alignment).
+    """
     b = memory.states.shape[0]
     device = memory.states.device
-    limits = step_limits(memory)
+    limits = step_limits(memory, lengths)
+    oracle = lengths is not None
     state = reader.init_state(memory)
     prev = torch.full((b,), tokens.BOS, dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
@@ -132,7 +148,7 @@ def greedy(reader: StepwiseReader, memory: Memory) -> Decoded:
     ids, weights = [], []
     for t in range(int(limits.max())):
         logits, state, w = reader.step(memory, state, prev)
-        logp = _forced_eos(torch.log_softmax(logits.float(), -1), t >= limits - 1)
+        logp = _constrain(torch.log_softmax(logits.float(), -1), t, limits, oracle)
         best, tok = logp.max(-1)
         tok = torch.where(done, tokens.PAD, tok)
         logp_sum += torch.where(done, 0.0, best)
@@ -150,12 +166,16 @@ def greedy(reader: StepwiseReader, memory: Memory) -> Decoded:
     return Decoded(tokens.decode(ids_t), logp_sum.exp(), w_t, memory.lengths, logp_sum / steps)
 
 
-def _forced_eos(logp: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
-    """A reading holds digits then EOS: PAD and BOS are never emitted (after the softmax, so
-    the other tokens' probabilities are untouched). Rows where ``force`` is set may only
-    emit EOS (their step limit is reached)."""
+def _constrain(logp: torch.Tensor, t: int, limits: torch.Tensor, oracle: bool) -> torch.Tensor:
+    """What step ``t`` may emit. A reading holds digits then EOS: PAD and BOS are never
+    emitted (masked after the softmax, so the other tokens' probabilities are untouched).
+    Rows at their step limit may only emit EOS; under an oracle length, no row may emit EOS
+    before it."""
     logp = logp.clone()
     logp[:, [tokens.PAD, tokens.BOS]] = float("-inf")
+    if oracle:
+        logp[:, tokens.EOS] = torch.where(t < limits - 1, float("-inf"), logp[:, tokens.EOS])
+    force = t >= limits - 1
     if not bool(force.any()):
         return logp
     only_eos = torch.full_like(logp, float("-inf"))
@@ -164,18 +184,25 @@ def _forced_eos(logp: torch.Tensor, force: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def beam_search(reader: StepwiseReader, memory: Memory, width: int, alpha: float = 1.0) -> Decoded:
+def beam_search(
+    reader: StepwiseReader,
+    memory: Memory,
+    width: int,
+    alpha: float = 1.0,
+    lengths: torch.Tensor | None = None,
+) -> Decoded:
     """Batched beam search; hypotheses ranked by log-probability / length**alpha at the end
     (``Decoded.score``; greedy decoding's score is its log-probability / length too).
 
     At width 1 this is greedy decoding.
     """
     if width <= 1:
-        return greedy(reader, memory)
+        return greedy(reader, memory, lengths)
     b, k = memory.states.shape[0], width
     device = memory.states.device
     mem = memory.repeat(k)
-    limits = step_limits(mem).view(b, k)
+    oracle = lengths is not None
+    limits = step_limits(mem, None if lengths is None else lengths.repeat_interleave(k)).view(b, k)
     state = reader.init_state(mem)  # (B*K, D)
     prev = torch.full((b * k,), tokens.BOS, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)
@@ -188,7 +215,7 @@ def beam_search(reader: StepwiseReader, memory: Memory, width: int, alpha: float
     for t in range(int(limits.max())):
         logits, state, w = reader.step(mem, state, prev)
         logp = torch.log_softmax(logits.float(), -1).view(b, k, -1)  # (B, K, V)
-        logp = _forced_eos(logp.view(b * k, -1), (t >= limits - 1).view(-1)).view(b, k, -1)
+        logp = _constrain(logp.view(b * k, -1), t, limits.view(-1), oracle).view(b, k, -1)
         # A finished beam continues with PAD at no cost, so it keeps its score.
         finished = torch.full_like(logp, float("-inf"))
         finished[..., tokens.PAD] = 0.0
