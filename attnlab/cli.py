@@ -230,6 +230,21 @@ def eval_(
     run_task(task, [*extra, *ctx.args], "attnlab eval")
 
 
+@app.command(context_settings=FORWARD)
+def probe(
+    ctx: typer.Context,
+    run: str = typer.Argument(..., help="A run directory or a checkpoint file."),
+) -> None:
+    """Does the attended glyph cause the reading? Occlusion, glyph swap and saliency probes.
+
+    Writes CSV tables and figures under RUN/probe/<name>/. Extra key=value overrides go to
+    the probe config, e.g. probe.n=30 'probe.lengths=[4,12]'.
+    """
+    from attnlab.probe import main as task
+
+    run_task(task, [f"run={hydra_value(run)}", *ctx.args], "attnlab probe")
+
+
 @app.command()
 def read(
     images: list[Path] = typer.Argument(..., help="Strip images (dark ink on light paper)."),

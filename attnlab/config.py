@@ -97,6 +97,10 @@ class EvalConfig:
     maps_k: int = 3  # correct readings and failures drawn per length
     map_lengths: list[int] | None = None  # None = a few seen and unseen lengths
     n_boot: int = 1000
+    oracle_length: bool = False  # also read with EOS forced at exactly the true length
+    ece_bins: int = 10  # equal-mass bins of the calibration error and reliability diagram
+    thresholds: list[float] = field(default_factory=lambda: [0.5, 0.9, 0.99])
+    failures_shown: int = 10  # most confident failures printed
 
 
 @dataclass
@@ -265,6 +269,11 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
     _require(e.beam >= 1, f"{prefix}.beam", e.beam, "must be >= 1 (1 = greedy)")
     _require(e.maps_k >= 0, f"{prefix}.maps_k", e.maps_k, "must be >= 0")
     _require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
+    _require(e.ece_bins >= 1, f"{prefix}.ece_bins", e.ece_bins, "must be >= 1")
+    _require(
+        all(_finite(t) and 0 <= t <= 1 for t in e.thresholds),
+        f"{prefix}.thresholds", list(e.thresholds), "must be confidences in [0, 1]",
+    )  # fmt: skip
     if e.lengths is not None:
         span(e.lengths, f"{prefix}.lengths")
 

@@ -20,47 +20,22 @@ from omegaconf import DictConfig
 from rapidfuzz.distance import Levenshtein
 
 from attnlab import checkpoint, maps, metrics
+from attnlab.analysis import threshold_rows
 from attnlab.config import EvalConfig, check_eval, seen_lengths, span
 from attnlab.data.folder import load_folder
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import reports_user_errors
-from attnlab.inference import Readings, read_strips
+from attnlab.eval_figures import draw_pace, draw_reliability, draw_stops, pace_tracks
+from attnlab.inference import read_strips
 from attnlab.io import atomic_write, write_text
 from attnlab.models import registry
+from attnlab.records import confident_failures, readings_table, records_for
 from attnlab.rundir import EvalDir, EvalMeta, RunDir
 from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 registry.discover()
 PARTIAL = ".partial"
-
-
-def records_for(
-    strips: StripBatch, readings: Readings, stride: int, known_spans: bool = True
-) -> pd.DataFrame:
-    """One row per strip: what per_length_table needs."""
-    rows = []
-    for i, (truth, reading) in enumerate(zip(strips.labels, readings.texts, strict=True)):
-        hits = steps = 0
-        entropy = float("nan")
-        if readings.weights is not None:
-            w = readings.weights[i]
-            entropy = metrics.attention_entropy(w, len(reading)) if len(reading) else np.nan
-            if known_spans and reading == truth and len(truth):
-                cols = metrics.spans_to_columns(strips.spans[i, : len(truth)].numpy(), stride)
-                hits, steps = metrics.alignment_hits(w, cols)
-        rows.append(
-            {
-                "length": len(truth),
-                "truth": truth,
-                "reading": reading,
-                "confidence": float(readings.confidence[i]),
-                "align_hits": hits,
-                "align_steps": steps,
-                "entropy": entropy,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def default_lengths(seen: list[int]) -> list[int]:
@@ -117,16 +92,22 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     if cfg.folder:
-        strips, _ = load_folder(cfg.folder, exp.data.height)
+        strips, files = load_folder(cfg.folder, exp.data.height, warn=log.warning)
         source = "folder"
         name = cfg.name or f"folder-{Path(cfg.folder).resolve().name}-{decoding}"
-        sets = {n: strips.select(idx) for n, idx in _by_length(strips).items()}
+        sets = {
+            n: (strips.select(idx), [files[i] for i in idx])
+            for n, idx in _by_length(strips).items()
+        }
     else:
         source = "synthetic"
         name = cfg.name or f"synthetic-{decoding}"
         lengths = default_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
         synth = StripSynth(exp.data)
-        sets = {n: fixed_set(synth, "test", n, cfg.n) for n in lengths}
+        sets = {
+            n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
+            for n in lengths
+        }
     final = EvalDir(output_dir(ckpt_path) / name)
     out = EvalDir(final.path.parent / f".{name}{PARTIAL}")
     for orphan in final.path.parent.glob(f".*{PARTIAL}"):  # left by a killed evaluation
@@ -144,25 +125,42 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
 
 
 def _write_evaluation(
-    out, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say
+    out: EvalDir, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say
 ) -> None:
-    """Read every set, then write tables, maps and eval.json (last) into ``out``."""
+    """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
     stride = reader.encoder.stride
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     frames, readings_by_length = [], {}
-    for n, strips in sets.items():
+    for n, (strips, sources) in sets.items():
         r = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam)
+        oracle = None
+        if cfg.oracle_length:
+            oracle = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam, oracle=True)
         readings_by_length[n] = (strips, r)
-        frames.append(records_for(strips, r, stride, known_spans=source == "synthetic"))
+        frames.append(records_for(strips, r, stride, sources, source == "synthetic", oracle=oracle))
     records = pd.concat(frames, ignore_index=True)
-    table = metrics.per_length_table(records, seen, n_boot=cfg.n_boot, seed=0)
+    table = metrics.per_length_table(
+        records, seen, n_boot=cfg.n_boot, seed=0, ece_bins=cfg.ece_bins
+    )
 
     title = f"{reader.name} reader, {source} strips, {decoding} ({ckpt_path})"
     write_text(out.table_md, metrics.table_markdown(table, title) + "\n")
     atomic_write(out.table_csv, lambda p: table.to_csv(p, index=False))
+    atomic_write(out.readings, lambda p: readings_table(records).to_csv(p, index=False))
+    thresholds = pd.DataFrame(
+        threshold_rows(records["confidence"], records["correct"], tuple(cfg.thresholds))
+    )
+    atomic_write(out.thresholds, lambda p: thresholds.to_csv(p, index=False))
     say(metrics.table_markdown(table, title))
+    say(_thresholds_text(thresholds))
+    say(f"most confident failures (of {int((~records['correct']).sum())}):")
+    for line in confident_failures(records, cfg.failures_shown):
+        say(f"  {line}")
 
+    seen_set = set(seen)
+    draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)
+    draw_stops(out.stops, records, seen_set)
     has_weights = any(r.weights is not None for _, r in readings_by_length.values())
     if has_weights:
         map_lengths = (
@@ -171,6 +169,12 @@ def _write_evaluation(
         for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
             say(line)
         maps.draw_attention_summary(out.attention_summary, table, seen)
+        paces = {
+            n: pace_tracks(r.texts, strips.labels, r.weights)
+            for n, (strips, r) in readings_by_length.items()
+            if n in _pace_lengths(seen, list(sets))
+        }
+        draw_pace(out.pace, paces, seen_set, reader.name)
     else:
         say(f"{reader.name} reader: it has no attention weights, so no attention maps are drawn")
 
@@ -186,8 +190,25 @@ def _write_evaluation(
             n_per_length=None if cfg.folder else cfg.n,
             checkpoint=str(ckpt_path),
             step=int(ckpt.get("step", 0)),
+            extra={"oracle_length": bool(cfg.oracle_length), "ece_bins": cfg.ece_bins},
         )
     )
+
+
+def _pace_lengths(seen: list[int], lengths: list[int]) -> list[int]:
+    """The pace figure's lengths: the longest seen one and the longest unseen one."""
+    unseen = [n for n in lengths if n not in seen]
+    top_seen = [n for n in lengths if n in seen]
+    return ([max(top_seen)] if top_seen else []) + ([max(unseen)] if unseen else [])
+
+
+def _thresholds_text(rows: pd.DataFrame) -> str:
+    parts = [
+        f">= {r.threshold:g}: keeps {100 * r.kept:.1f}%, "
+        + ("exact n/a" if pd.isna(r.exact_acc_kept) else f"exact {100 * r.exact_acc_kept:.1f}%")
+        for r in rows.itertuples(index=False)
+    ]
+    return "rejecting low confidence: " + "; ".join(parts)
 
 
 def draw_maps(

@@ -33,9 +33,11 @@ def read_strips(
     batch_size: int = 256,
     beam: int = 1,
     keep_weights: bool = True,
+    oracle: bool = False,
 ) -> Readings:
     """Read every strip; batches hold strips of similar width (sorted by width), so little
-    of each batch is padding. Weights are kept when the reader returns them."""
+    of each batch is padding. Weights are kept when the reader returns them. ``oracle``:
+    each reading has exactly as many digits as the strip's label (a diagnostic)."""
     reader.eval()
     order = torch.argsort(strips.widths, stable=True)
     n = len(strips)
@@ -46,7 +48,8 @@ def read_strips(
     for start in range(0, n, batch_size):
         idx = order[start : start + batch_size]
         sub = strips.select(idx)
-        out = reader.read(sub.images.to(device), sub.widths.to(device), beam)
+        lengths = torch.tensor([len(t) for t in sub.labels]) if oracle else None
+        out = reader.read(sub.images.to(device), sub.widths.to(device), beam, lengths)
         c = out.confidence.float().cpu().numpy()
         w = out.weights.cpu().numpy() if (keep_weights and out.weights is not None) else None
         has_weights = has_weights or w is not None

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
+from attnlab.analysis import FAILURE_MODES, expected_calibration_error, failure_mode
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -67,6 +69,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("mean_conf", "mean confidence", "", 3),
     Metric("align", "alignment", "%", 1, plot=True),
     Metric("entropy", "attention entropy", "nats", 3, plot=True, lower_is_better=True),
+    # eval.oracle_length=true: the same strips read with EOS at exactly the true length.
+    Metric("exact_oracle", "exact, oracle length", "%", 1, plot=True),
+    # How the failures failed, as shares of all strips (analysis.failure_mode).
+    Metric("stopped_early", "stopped early", "%", 1, lower_is_better=True),
+    Metric("skipped_ahead", "skipped ahead", "%", 1, lower_is_better=True),
+    Metric("misread", "misread", "%", 1, lower_is_better=True),
+    Metric("other_error", "other errors", "%", 1, lower_is_better=True),
+    Metric("ece", "ECE", "", 3, plot=True, lower_is_better=True),
 )
 METRIC = {m.name: m for m in METRICS}
 KEYS = ["length", "split", "n"]
@@ -185,7 +195,9 @@ def attention_entropy(weights: np.ndarray, n_steps: int) -> float:
     return float((-(w * logs).sum(axis=1)).mean())
 
 
-def _summary_row(length: object, split: str, g: pd.DataFrame, n_boot: int, seed: int) -> dict:
+def _summary_row(
+    length: object, split: str, g: pd.DataFrame, n_boot: int, seed: int, ece_bins: int
+) -> dict:
     n = len(g)
     k = int(g["exact"].sum())
     lo, hi = wilson_interval(k, n)
@@ -215,11 +227,20 @@ def _summary_row(length: object, split: str, g: pd.DataFrame, n_boot: int, seed:
         "mean_conf": float(g["confidence"].mean()),
         "align": int(g["align_hits"].sum()) / steps if steps > 0 else math.nan,
         "entropy": float(ent.mean()) if len(ent) else math.nan,
+        "exact_oracle": float(g["exact_oracle"].mean())
+        if g["exact_oracle"].notna().all()
+        else math.nan,
+        **{mode: float((g["mode"] == mode).mean()) for mode in FAILURE_MODES},
+        "ece": expected_calibration_error(g["confidence"], g["exact"], ece_bins),
     }
 
 
 def per_length_table(
-    records: pd.DataFrame, seen: Iterable[int], n_boot: int = 1000, seed: int = 0
+    records: pd.DataFrame,
+    seen: Iterable[int],
+    n_boot: int = 1000,
+    seed: int = 0,
+    ece_bins: int = 10,
 ) -> pd.DataFrame:
     """One row per string length, then a `seen` and an `unseen` total row (length "all").
 
@@ -257,17 +278,24 @@ def per_length_table(
     df["sub"], df["ins"], df["del"] = ops[:, 0], ops[:, 1], ops[:, 2]
     df["ref_chars"] = [len(t) for t in truths]
     df["exact"] = [t == r for t, r in zip(truths, readings, strict=True)]
+    df["mode"] = [failure_mode(t, r) for t, r in zip(truths, readings, strict=True)]
+    oracle = records["oracle_reading"] if "oracle_reading" in records else None
+    df["exact_oracle"] = (
+        np.nan
+        if oracle is None
+        else [t == o if isinstance(o, str) else np.nan for t, o in zip(truths, oracle, strict=True)]
+    )
     df["len_wrong"] = [len(t) != len(r) for t, r in zip(truths, readings, strict=True)]
     df["split"] = ["seen" if x in seen_set else "unseen" for x in df["length"]]
 
     rows = [
-        _summary_row(int(length), str(g["split"].iloc[0]), g, n_boot, seed)
+        _summary_row(int(length), str(g["split"].iloc[0]), g, n_boot, seed, ece_bins)
         for length, g in df.groupby("length", sort=True)
     ]
     for split in ("seen", "unseen"):
         g = df[df["split"] == split]
         if len(g):
-            rows.append(_summary_row(TOTAL, split, g, n_boot, seed))
+            rows.append(_summary_row(TOTAL, split, g, n_boot, seed, ece_bins))
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     table["length"] = table["length"].astype(object)
     table["split"] = table["split"].astype(object)

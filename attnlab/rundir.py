@@ -47,6 +47,11 @@ HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 # Files of one evaluation (eval/<name>/); eval.json is written last and marks it complete.
 TABLE_CSV = "metrics_by_length.csv"
 TABLE_MD = "metrics_by_length.md"
+READINGS = "readings.csv"
+THRESHOLDS = "thresholds.csv"
+RELIABILITY = "reliability.png"
+STOPS = "stops.png"
+PACE = "pace.png"
 EVAL_META = "eval.json"
 MAPS = "maps"
 ATTENTION_SUMMARY = "attention_summary.png"
@@ -260,6 +265,26 @@ class EvalDir:
     @property
     def meta_file(self) -> Path:
         return self.path / EVAL_META
+
+    @property
+    def readings(self) -> Path:
+        return self.path / READINGS
+
+    @property
+    def thresholds(self) -> Path:
+        return self.path / THRESHOLDS
+
+    @property
+    def reliability(self) -> Path:
+        return self.path / RELIABILITY
+
+    @property
+    def stops(self) -> Path:
+        return self.path / STOPS
+
+    @property
+    def pace(self) -> Path:
+        return self.path / PACE
 
     @property
     def maps(self) -> Path:

@@ -94,9 +94,6 @@ write_conf() {
   node=$(slurmd -C 2>/dev/null | head -1)
   [[ $node == NodeName=* ]] || die "slurmd -C did not describe this node (got: ${node:-nothing})"
   node="$node NodeAddr=127.0.0.1 State=UNKNOWN"
-  if [[ -f $CONF ]] && ! grep -qF "$MARK" "$CONF"; then
-    die "$CONF exists and was not written by this script; move it away to use a local cluster"
-  fi
   local want
   want=$(
     cat <<EOF
@@ -162,6 +159,16 @@ stop_slurm() {
 up() {
   [[ $(id -u) -eq 0 ]] || die "needs root (it installs packages and starts daemons)"
   export PATH=$PATH:/usr/sbin:/sbin
+  if [[ -f $CONF ]] && ! grep -qF "$MARK" "$CONF"; then # someone else's cluster
+    case $(node_state) in
+      idle | mixed | allocated | completing)
+        say "up: a SLURM cluster not started by this script answers ($CONF); left as it is"
+        return 0
+        ;;
+    esac
+    die "$CONF exists, was not written by this script, and no node answers; move it away \
+to start a local cluster"
+  fi
   install_packages
   start_munge
   write_conf

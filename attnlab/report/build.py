@@ -13,6 +13,7 @@ from attnlab.io import write_bytes, write_text
 from attnlab.report.aggregate import aggregate, duplicate_seed_notes, train_groups
 from attnlab.report.discover import ReportError, discover_runs
 from attnlab.report.figures import draw_plots
+from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
 from attnlab.report.html import Section, render_index
 from attnlab.report.readers import colours
@@ -42,9 +43,10 @@ def build_report(paths: list[Path], out_dir: Path) -> Path:
         for p in (p for kind in plots.values() for p in kind):
             write_bytes(out_dir / p.file, p.png)
         table = summary_table(group) if not group.agg.empty else None
-        sections.append(Section(group.train, plots, table, gallery(group)))
+        sections.append(Section(group.train, plots, table, gallery(group), findings(group)))
     dup_notes = duplicate_seed_notes(runs)
     tables = [s.table for s in sections if s.table is not None]
     write_text(out_dir / SUMMARY_CSV, agg.to_csv(index=False))
-    write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes))
+    said = {s.train: s.findings for s in sections}
+    write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes, said))
     return write_text(out_dir / INDEX, render_index(paths, runs, sections, palette, dup_notes))

@@ -1,8 +1,10 @@
-"""Attention maps on disk -> the gallery of one training range (what the page embeds).
+"""Evaluation figures on disk -> the gallery of one training range (what the page embeds).
 
-Per reader, per run and evaluation that counts, per length: the correct readings and the
-failures, at most `MAX_MAPS_SHOWN` of each embedded (the page stays one file of sensible size).
-A reader none of whose evaluations has maps has no attention weights; the page says so.
+Per reader, per run and evaluation that counts: its diagnostic figures (reliability, where
+it stopped, the pace of the alignment), a link to its readings.csv (every strip, failures
+included) and, per length, the attention maps of correct readings and failures, at most
+`MAX_MAPS_SHOWN` of each embedded (the page stays one file of sensible size). A reader none
+of whose evaluations has maps has no attention weights; the page says so.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class EvalMaps:
     eval: str
     summary: Image | None  # the attention summary figure of the evaluation
     lengths: list[LengthMaps]
+    figures: list[Image] = field(default_factory=list)  # reliability, stops, pace
+    readings: Path | None = None  # readings.csv: every strip, for the failures
 
 
 @dataclass
@@ -66,7 +70,11 @@ def _image(path: Path) -> Image | None:
 def _eval_maps(run: RunInfo, ev: EvalDir) -> EvalMaps | None:
     files = ev.map_files()
     summary = _image(ev.attention_summary) if ev.attention_summary.is_file() else None
-    if not files and summary is None:
+    figures = [
+        img for p in (ev.reliability, ev.stops, ev.pace) if p.is_file() and (img := _image(p))
+    ]
+    readings = ev.readings if ev.readings.is_file() else None
+    if not files and summary is None and not figures and readings is None:
         return None
     lengths = []
     for length in sorted({n for n, _ in files}):
@@ -77,7 +85,7 @@ def _eval_maps(run: RunInfo, ev: EvalDir) -> EvalMaps | None:
             kinds.append(MapKind(kind, len(paths), shown))
         split = "seen" if length in run.seen_lengths else "unseen"
         lengths.append(LengthMaps(length, split, kinds))
-    return EvalMaps(run, ev.name, summary, lengths)
+    return EvalMaps(run, ev.name, summary, lengths, figures, readings)
 
 
 def gallery(group: TrainGroup) -> list[ReaderMaps]:

@@ -33,6 +33,7 @@ class Section:
     plots: dict[str, list[Plot]]
     table: SummaryTable | None  # None: no evaluation of this range counts
     gallery: list[ReaderMaps]
+    findings: list[str]  # sentences generated from the numbers (report.findings)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def environment() -> Environment:
     )
     env.filters["data_uri"] = data_uri
     env.filters["display_path"] = display_path
+    env.filters["file_uri"] = lambda p: Path(p).resolve().as_uri()
     return env
 
 

@@ -98,8 +98,10 @@ def summary_md(
     runs: list[RunInfo],
     tables: list[SummaryTable],
     dup_notes: list[str],
+    findings: dict[str, list[str]] | None = None,
 ) -> str:
-    """summary.md: one table per training range, then the runs that are not complete."""
+    """summary.md: one table per training range (with the sentences generated from its
+    numbers), then the runs that are not complete."""
     lines = [
         "# attnlab report",
         "",
@@ -116,6 +118,9 @@ def summary_md(
         lines += [f"Evaluation: {', '.join(table.evals)}."]
         lines += [""] + [f"- {_md_escape(n)}" for n in table.notes] + [""]
         lines += [table.markdown(), ""]
+        said = (findings or {}).get(table.train, [])
+        if said:
+            lines += ["What the numbers say:", ""] + [f"- {_md_escape(f)}" for f in said] + [""]
     for note in dup_notes:
         lines += [f"Note: {_md_escape(note)}", ""]
     bad = [r for r in runs if r.problems]
