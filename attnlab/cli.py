@@ -164,16 +164,34 @@ def train(ctx: typer.Context) -> None:
 def sweep_lengths(ctx: typer.Context) -> None:
     """Readers x seeds x training-length ranges; each job trains then evaluates.
 
+    readers=all sweeps every registered reader (readers=a,b: those), instead of the lab's
+    default fixed,attention.
+
     Examples: attnlab sweep lengths seed=0; attnlab sweep lengths hydra/launcher=local;
     attnlab sweep lengths hydra/launcher=slurm preset=gpu hydra.launcher.partition=gpu.
     """
     from attnlab.sweep import main as task
 
     started = time.time()
+    args = [_readers_axis(a) if a.startswith("readers=") else a for a in ctx.args]
     try:
-        run_task(task, ctx.args, "attnlab sweep lengths", multirun=True)
+        run_task(task, args, "attnlab sweep lengths", multirun=True)
     finally:
         _report_sweeps(ctx.args, started)
+
+
+def _readers_axis(arg: str) -> str:
+    """``readers=all`` -> ``model=<every registered reader>``; ``readers=a,b`` -> ``model=a,b``."""
+    from attnlab.models import registry
+
+    wanted = arg.split("=", 1)[1]
+    try:
+        names = registry.names() if wanted == "all" else [n for n in wanted.split(",") if n]
+        for name in names:
+            registry.get(name)
+    except UserError as err:
+        fail(f"readers: {err}")
+    return "model=" + ",".join(names)
 
 
 def _report_sweeps(args: list[str], started: float) -> None:

@@ -17,6 +17,8 @@ Sections:
             length, 1,000 strips each); without it, an untrained attention reader
   converge  (only when asked) training wall time until every seen length reaches 99% exact
             accuracy on its validation set
+  typefaces (only when asked) held-out typeface benchmark: scripts/typefaces.py with its
+            defaults (one training per left-out family; about 3 minutes each on 2 cores)
 
 Numbers are wall-clock on whatever else the machine is doing: on a shared machine, run twice.
 On a busy machine, torch's default of one thread per core can be several times slower than
@@ -41,7 +43,7 @@ import torch
 
 from attnlab.rundir import RunDir
 
-SECTIONS = ("synth", "train", "eval", "converge")
+SECTIONS = ("synth", "train", "eval", "converge", "typefaces")
 DEFAULT_SECTIONS = ("synth", "train", "eval")
 
 SYNTH_TARGET = 20_000  # strips/s on one core
@@ -435,6 +437,22 @@ def show_eval(r: dict[str, Any], device: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# typefaces
+
+
+def bench_typefaces(reader: str) -> dict[str, Any]:
+    """scripts/typefaces.py (it prints its own table)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "typefaces", Path(__file__).with_name("typefaces.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.main(["--model", reader])
+
+
+# ---------------------------------------------------------------------------------------------
 # converge
 
 
@@ -638,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
         elif section == "eval":
             r = bench_eval(args, device)
             show_eval(r, device)
+        elif section == "typefaces":
+            r = bench_typefaces(args.reader or "attention")
         else:
             r = bench_converge(args, device, args.reader or "attention")
             show_converge(r, device)
