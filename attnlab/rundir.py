@@ -205,6 +205,20 @@ class RunDir:
     def is_run(self) -> bool:
         return self.config.is_file()
 
+    def hydra_files(self) -> dict[str, str]:
+        """``.hydra/*.yaml`` as text. Checkpoints keep them, because Hydra rewrites them
+        before a task runs: a refused command puts the run's own back."""
+        folder = self.config.parent
+        return (
+            {p.name: p.read_text() for p in sorted(folder.glob("*.yaml"))}
+            if folder.is_dir()
+            else {}
+        )
+
+    def restore_hydra_files(self, files: dict[str, str]) -> None:
+        for name, text in files.items():
+            write_text(self.config.parent / name, text)
+
     # -- status --------------------------------------------------------------------------------
     def write_status(self, state: RunStatus, step: int, error: str | None = None) -> None:
         write_json(
@@ -381,3 +395,87 @@ class RunLock:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Probes: ``probe/<name>/`` of a run (attnlab.probe); probe.json is written last.
+
+PROBE = "probe"
+PROBE_META = "probe.json"
+PROBE_SUMMARY = "summary.csv"
+OCCLUSION = "occlusion.csv"
+SWAPS = "swap.csv"
+SALIENCY = "saliency.csv"
+PROBE_EXAMPLE = "example.png"
+PROBE_PARTIAL = ".partial"  # probe/.<name>.partial: a probe being written (or killed)
+
+
+@dataclass
+class ProbeMeta:
+    """probe.json: what a probe read, with which checkpoint; written last."""
+
+    name: str
+    reader: str
+    seen_lengths: list[int]
+    lengths: list[int]
+    n_per_length: int  # asked for; summary.csv says how many correct strips each length had
+    pool: int  # strips read per length to find them
+    checkpoint: str
+    step: int  # the training step of the checkpoint it read
+    has_weights: bool
+    seconds: float  # wall time of the probe
+    example: dict[str, Any] = field(default_factory=dict)  # length and strip of example.png
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ProbeDir:
+    """One probe of a run: ``probe/<name>/`` with its CSV tables, example.png and probe.json."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    @staticmethod
+    def root(run: Path | str) -> Path:
+        return Path(run) / PROBE
+
+    @classmethod
+    def of_run(cls, run: Path | str) -> list[ProbeDir]:
+        """The probes of a run directory (hidden folders are ones being written)."""
+        root = cls.root(run)
+        if not root.is_dir():
+            return []
+        return [cls(p) for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def summary(self) -> Path:
+        return self.path / PROBE_SUMMARY
+
+    @property
+    def occlusion(self) -> Path:
+        return self.path / OCCLUSION
+
+    @property
+    def swaps(self) -> Path:
+        return self.path / SWAPS
+
+    @property
+    def saliency(self) -> Path:
+        return self.path / SALIENCY
+
+    @property
+    def example(self) -> Path:
+        return self.path / PROBE_EXAMPLE
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / PROBE_META
+
+    def write_meta(self, meta: ProbeMeta) -> None:
+        write_json(self.meta_file, asdict(meta))
+
+    def read_meta(self) -> ProbeMeta:
+        return _from_dict(ProbeMeta, _load_json(self.meta_file), PROBE_META)

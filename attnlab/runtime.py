@@ -1,6 +1,10 @@
-"""Where computation runs: device choice and CPU threads."""
+"""Where and how computation runs: device choice, CPU threads, and SIGTERM."""
 
 from __future__ import annotations
+
+import os
+import signal
+import threading
 
 import torch
 
@@ -23,8 +27,6 @@ def resolve_device(name: str) -> torch.device:
 def set_threads(threads: int) -> None:
     """``threads`` > 0: that many. 0: the job's share of the CPUs under a submitit launcher
     (SLURM's cpus-per-task; one each for local parallel jobs), else torch's default."""
-    import os
-
     if threads <= 0:
         if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
             threads = int(os.environ["SLURM_CPUS_PER_TASK"])
@@ -32,3 +34,28 @@ def set_threads(threads: int) -> None:
             threads = 1
     if threads > 0:
         torch.set_num_threads(threads)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (what SLURM and `kill` send) handled like Ctrl-C."""
+
+
+class sigterm_as_interrupt:
+    """While training, SIGTERM raises ``Interrupted`` so the status says so. Not under
+    submitit, whose own handlers checkpoint and requeue on a cluster."""
+
+    def __enter__(self):
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and not os.environ.get(
+            "SUBMITIT_EXECUTOR"
+        ):
+            self.previous = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise Interrupted()
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +18,6 @@ from typing import Any
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab import checkpoint
@@ -28,12 +25,13 @@ from attnlab.config import ExperimentConfig, check_experiment, lengths_label, se
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.inference import read_strips
-from attnlab.io import remove_orphans, write_text
+from attnlab.io import remove_orphans
 from attnlab.metrics import quick_scores
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
+from attnlab.progress import Progress, use_rich
 from attnlab.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import resolve_device, set_threads
+from attnlab.runtime import resolve_device, set_threads, sigterm_as_interrupt
 
 registry.discover()  # reader configs are in the ConfigStore before Hydra composes
 
@@ -42,10 +40,6 @@ log = logging.getLogger("attnlab.train")
 
 class NonFiniteLoss(UserError):
     pass
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM (what SLURM and `kill` send) handled like Ctrl-C."""
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
@@ -57,13 +51,6 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 
 def hydra_run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
-
-
-def in_multirun() -> bool:
-    try:
-        return HydraConfig.get().mode == RunMode.MULTIRUN
-    except ValueError:  # not under Hydra
-        return False
 
 
 def plain_config(cfg: DictConfig | ExperimentConfig) -> dict[str, Any]:
@@ -131,7 +118,7 @@ class Trainer:
         self.autocast = self.device.type == "cuda" and bool(t.bf16)
         self.loss_fn = torch.compile(self.model.loss) if t.compile else self.model.loss
         self.writer = None
-        self.hydra_files = _read_hydra_files(run)
+        self.hydra_files = run.hydra_files()
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -303,7 +290,7 @@ class Trainer:
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
         start_time, start_step = time.time(), self.step
         lap = start_time
-        progress = _Progress(t.steps, self.step, _use_rich(t.progress))
+        progress = Progress(t.steps, self.step, use_rich(t.progress))
         try:
             while self.step < t.steps:
                 loss = self.train_step()
@@ -371,27 +358,6 @@ def _no_memory(t: Any) -> str:
     )
 
 
-def _read_hydra_files(run: RunDir) -> dict[str, str]:
-    """The run's .hydra/*.yaml as Hydra just wrote them, kept in checkpoints so that a
-    refused later command can put them back."""
-    folder = run.config.parent
-    return {p.name: p.read_text() for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
-
-
-def _saved_hydra_files(run: RunDir) -> dict[str, str]:
-    """The .hydra files kept in the run's last checkpoint (none when it has no checkpoint)."""
-    last = run.checkpoint("last")
-    try:
-        return dict(checkpoint.load(last).get("hydra_files") or {}) if last.is_file() else {}
-    except UserError:
-        return {}
-
-
-def _restore_hydra_files(run: RunDir, files: dict[str, str] | None) -> None:
-    for name, text in (files or {}).items():
-        write_text(run.config.parent / name, text)
-
-
 def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Train in ``run_dir`` (resuming from its last.pt if there is one); status.json says how
     it went, whatever happens. The run directory is locked while this runs; a command that
@@ -407,9 +373,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             if fresh:  # nothing to damage: say why this run never started
                 _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {err}")
             else:  # Hydra rewrote .hydra/ before this task ran: put the run's own back
-                _restore_hydra_files(run, _saved_hydra_files(run))
+                run.restore_hydra_files(_saved_hydra_files(run))
             raise
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             try:
                 metrics = trainer.run()
             except BaseException as err:
@@ -424,75 +390,18 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
+def _saved_hydra_files(run: RunDir) -> dict[str, str]:
+    """The .hydra files kept in the run's last checkpoint (none when it has no checkpoint)."""
+    last = run.checkpoint("last")
+    try:
+        return dict(checkpoint.load(last).get("hydra_files") or {}) if last.is_file() else {}
+    except UserError:
+        return {}
+
+
 def _record(run: RunDir, state: RunStatus, step: int, reason: str) -> None:
     """Write the final status if the disk lets us; the error being raised says the rest."""
     try:
         run.write_status(state, step, reason)
     except UserError as err:
         log.error("could not record the status: %s", err)
-
-
-class _sigterm_as_interrupt:
-    """While training, SIGTERM raises ``Interrupted`` so the status says so. Not under
-    submitit, whose own handlers checkpoint and requeue on a cluster."""
-
-    def __enter__(self):
-        import os
-        import threading
-
-        self.previous = None
-        if threading.current_thread() is threading.main_thread() and not os.environ.get(
-            "SUBMITIT_EXECUTOR"
-        ):
-            self.previous = signal.signal(signal.SIGTERM, self._raise)
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise Interrupted()
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-
-
-def _use_rich(mode: str) -> bool:
-    if mode == "plain":
-        return False
-    if mode == "rich":
-        return True
-    return sys.stdout.isatty() and not in_multirun()
-
-
-class _Progress:
-    """A rich progress bar on a terminal; nothing (plain log lines instead) elsewhere."""
-
-    def __init__(self, total: int, done: int, rich: bool):
-        self.rich = rich
-        if not rich:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )  # fmt: skip
-
-        self.bar = Progress(
-            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TextColumn("val exact {task.fields[acc]}"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-        )  # fmt: skip
-        self.task = self.bar.add_task("train", total=total, completed=done, loss="-", acc="-")
-        self.bar.start()
-
-    def update(self, step: int, loss: float, acc: float | None) -> None:
-        if self.rich:
-            shown = "-" if acc is None else f"{100 * acc:.1f}%"
-            self.bar.update(self.task, completed=step, loss=f"{loss:.4f}", acc=shown)
-
-    def close(self) -> None:
-        if self.rich:
-            self.bar.stop()
