@@ -317,3 +317,59 @@ def check_experiment(cfg: Any) -> None:
         "must be auto, rich or plain",
     )
     check_eval(cfg.eval)
+
+
+# ---------------------------------------------------------------------------------------------
+# `attnlab probe`: interventions on correctly read strips (attnlab.probe, attnlab.interventions).
+
+
+@dataclass
+class ProbeConfig:
+    # The lengths probed, each one (a list, not a range); None = the middle and the top of the
+    # seen lengths, two beyond the top and twice the top.
+    lengths: list[int] | None = None
+    n: int = 20  # correctly read strips probed per length (fewer when the pool has fewer)
+    pool: int = 100  # strips per length read to find them (the fixed "probe" set)
+    swaps: int = 1  # glyph swaps per strip, each at its own position
+    saliency: bool = True  # attention vs gradient x input, for readers with weights
+    batch_size: int = 256  # images per forward pass (a strip's occluded variants stay together)
+    n_boot: int = 1000  # bootstrap resamples (of strips) of every interval
+    seed: int = 0  # which other glyph is "random", which glyph is swapped, the bootstrap
+    name: str | None = None  # output name under probe/; None = "synthetic"
+    example_length: int | None = None  # the example figure's length; None = longest seen probed
+
+
+@dataclass
+class ProbeTaskConfig:
+    """The config of ``attnlab probe``: a run (or checkpoint) plus probe options."""
+
+    run: str = MISSING
+    checkpoint: str = "best"  # best | last, when ``run`` is a run directory
+    device: str = "auto"
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+
+
+ConfigStore.instance().store(name="probe_schema", node=ProbeTaskConfig)
+
+
+def check_probe(p: Any, prefix: str = "probe") -> None:
+    for key in ("n", "pool", "batch_size"):
+        _require(getattr(p, key) >= 1, f"{prefix}.{key}", getattr(p, key), "must be >= 1")
+    _require(p.swaps >= 0, f"{prefix}.swaps", p.swaps, "must be >= 0 (0 = no glyph swap)")
+    _require(p.n_boot >= 0, f"{prefix}.n_boot", p.n_boot, "must be >= 0")
+    if p.lengths is not None:
+        values = list(p.lengths)
+        _require(
+            bool(values) and all(int(v) >= 1 for v in values),
+            f"{prefix}.lengths", values, "must list lengths >= 1",
+        )  # fmt: skip
+    if p.example_length is not None:
+        _require(
+            p.example_length >= 1, f"{prefix}.example_length", p.example_length, "must be >= 1"
+        )
+    if p.name is not None:
+        name = str(p.name)
+        _require(
+            bool(name) and "/" not in name and not name.startswith("."),
+            f"{prefix}.name", name, "must be a plain folder name (no '/', not hidden)",
+        )  # fmt: skip

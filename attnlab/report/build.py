@@ -16,12 +16,14 @@ from attnlab.report.figures import draw_plots
 from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
 from attnlab.report.html import Section, render_index
+from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.readers import colours
 from attnlab.report.tables import summary_md, summary_table
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
+PROBES_CSV = "probes.csv"  # written only when some run has a probe
 
 
 def build_report(paths: list[Path], out_dir: Path) -> Path:
@@ -37,16 +39,21 @@ def build_report(paths: list[Path], out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
-    sections = []
+    sections, probe_rows = [], []
     for group in train_groups(runs, agg):
         plots = draw_plots(group, palette)
         for p in (p for kind in plots.values() for p in kind):
             write_bytes(out_dir / p.file, p.png)
         table = summary_table(group) if not group.agg.empty else None
-        sections.append(Section(group.train, plots, table, gallery(group), findings(group)))
+        probes, rows = probe_section(group)
+        probe_rows.append(rows)
+        sections.append(Section(group.train, plots, table, gallery(group), findings(group), probes))
     dup_notes = duplicate_seed_notes(runs)
     tables = [s.table for s in sections if s.table is not None]
     write_text(out_dir / SUMMARY_CSV, agg.to_csv(index=False))
     said = {s.train: s.findings for s in sections}
-    write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes, said))
+    if (probes_text := probes_csv(probe_rows)) is not None:
+        write_text(out_dir / PROBES_CSV, probes_text)
+    probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
+    write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes, said, probe_lines))
     return write_text(out_dir / INDEX, render_index(paths, runs, sections, palette, dup_notes))

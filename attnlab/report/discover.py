@@ -19,9 +19,13 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from attnlab.config import lengths_label, seen_lengths
-from attnlab.metrics import TABLE_COLUMNS, TOTAL
+from attnlab.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
 from attnlab.report.readers import UNKNOWN
 from attnlab.rundir import CHECKPOINTS, EVAL, TB, EvalDir, EvalMeta, RunDir, RunFileError, RunStatus
+
+# Without these an evaluation table is not one; any other metric may be missing from a table
+# written by an older attnlab (it reads as not measured).
+REQUIRED_COLUMNS = KEYS + METRIC["exact_acc"].columns + METRIC["cer"].columns
 
 # Folders never walked: a copied .hydra inside an evaluation or a report is not a run.
 _SKIP_DIRS = {EVAL, CHECKPOINTS, TB, "report", "__pycache__", "node_modules"}
@@ -220,9 +224,12 @@ def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | st
         table = pd.read_csv(ev.table_csv, dtype={"length": str, "split": str})
     except (OSError, ValueError) as exc:
         return f"unreadable {csv_name}: {exc}"
-    missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         return f"{csv_name} lacks {', '.join(missing)}"
+    for column in TABLE_COLUMNS:  # metrics added since it was written: not measured, NaN
+        if column not in table.columns:
+            table[column] = float("nan")
     lengths = table["length"].astype(str).str.strip()
     bad = sorted(set(lengths[~(lengths.str.fullmatch(r"\d+") | (lengths == TOTAL))]))
     if bad:

@@ -19,6 +19,7 @@ from attnlab.report.aggregate import MIN_SEEDS_T
 from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot
 from attnlab.report.gallery import MAX_MAPS_SHOWN, ReaderMaps
+from attnlab.report.probes import ProbeSection
 from attnlab.report.readers import description, ordered
 from attnlab.report.tables import SummaryTable
 
@@ -34,6 +35,7 @@ class Section:
     table: SummaryTable | None  # None: no evaluation of this range counts
     gallery: list[ReaderMaps]
     findings: list[str]  # sentences generated from the numbers (report.findings)
+    probes: ProbeSection | None = None  # what `attnlab probe` found (report.probes)
 
 
 @dataclass(frozen=True)

@@ -99,9 +99,10 @@ def summary_md(
     tables: list[SummaryTable],
     dup_notes: list[str],
     findings: dict[str, list[str]] | None = None,
+    probes: list[str] | None = None,
 ) -> str:
     """summary.md: one table per training range (with the sentences generated from its
-    numbers), then the runs that are not complete."""
+    numbers), then the probes' lines when given, then the runs that are not complete."""
     lines = [
         "# attnlab report",
         "",
@@ -121,6 +122,7 @@ def summary_md(
         said = (findings or {}).get(table.train, [])
         if said:
             lines += ["What the numbers say:", ""] + [f"- {_md_escape(f)}" for f in said] + [""]
+    lines += probes or []  # the probe section (report.probes.probes_markdown)
     for note in dup_notes:
         lines += [f"Note: {_md_escape(note)}", ""]
     bad = [r for r in runs if r.problems]

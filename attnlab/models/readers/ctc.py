@@ -1,0 +1,372 @@
+"""The CTC reader: the shared column encoder, then a classifier over the ten digits + blank
+at every column, trained with CTC (Graves et al., 2006). There is no decoder and no stopping
+decision: a reading is whatever the columns emit, so it cannot run past the strip's end.
+
+Classes: digit d is class d, the blank is class ``BLANK`` = 10. A reading of L digits needs
+at least L + r encoder columns (r = adjacent repeated digits, each needing a blank between),
+so ``model.stride`` must leave a strip of L digits at least that many columns; the default
+(conf/model/ctc.yaml) is stride 4, about 4.4 columns per digit (never under 2.6 on the
+default strips, 1-16 digits). A training label its strip cannot represent is refused (CTC's
+loss would be infinite); at read time a strip too short for a reading reads what it can.
+
+``weights`` (B, S, T): digit row i is the posterior of digit i's class over the columns of
+its run on the decoded path (the argmax path for greedy, the oracle path under ``lengths``,
+the Viterbi alignment of the chosen reading for beam), normalised; the EOS row is the blank
+posterior over the columns after the last digit's run (uniform over the real columns when
+there are none).
+
+``confidence`` = P(reading | strip) summed over all its alignments (the forward algorithm),
+for greedy, beam and oracle readings alike: the best path alone holds a fraction of it (mean
+0.33 against 0.98 at 16 digits, read 99% right). ``score`` = its log / (digits + 1), the
+step-wise readers' normalisation; beam search ranks its readings, the best path's among
+them, by it, so it never scores below greedy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.config import ModelConfig
+from attnlab.errors import UserError
+from attnlab.models.base import Decoded, Reader
+from attnlab.models.registry import register
+
+BLANK = 10  # class of the CTC blank; class d < 10 is digit d
+CLASSES = 11
+NEG = float("-inf")
+
+
+@dataclass
+class CTCConfig(ModelConfig):
+    pass
+
+
+def label_targets(labels: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Labels -> digit classes (B, Lmax) padded with 0, and lengths (B,)."""
+    lengths = torch.tensor([len(s) for s in labels], dtype=torch.long)
+    targets = torch.zeros(len(labels), max(1, max(map(len, labels), default=0)), dtype=torch.long)
+    for i, s in enumerate(labels):
+        targets[i, : len(s)] = torch.tensor([int(c) for c in s], dtype=torch.long)
+    return targets.to(device), lengths.to(device)
+
+
+def columns_needed(label: str) -> int:
+    """Columns a CTC path for ``label`` needs: one per digit, one blank per repeat."""
+    return len(label) + sum(a == b for a, b in zip(label, label[1:], strict=False))
+
+
+def _real(cols: torch.Tensor, t: int) -> torch.Tensor:
+    return torch.arange(t, device=cols.device)[None, :] < cols[:, None]  # (B, T)
+
+
+def collapse(path: torch.Tensor, real: torch.Tensor):
+    """Paths (B, T) of classes -> texts, digit counts (B,), run index of every column (B, T)
+    (-1 on blanks and padding): a non-blank column belongs to the last digit emitted."""
+    path = path.masked_fill(~real, BLANK)
+    prev = F.pad(path[:, :-1], (1, 0), value=BLANK)
+    emit = (path != BLANK) & (path != prev)  # (B, T) a new digit starts here
+    run = torch.where(path != BLANK, emit.cumsum(1) - 1, -1)  # (B, T)
+    texts = [
+        "".join(str(c) for c, e in zip(p, m, strict=True) if e)
+        for p, m in zip(path.tolist(), emit.tolist(), strict=True)
+    ]
+    return texts, emit.sum(1), run
+
+
+def forced_align(logp, cols, targets, tlen):
+    """Viterbi: the most probable path (B, T) that collapses to each target, and its log
+    probability (B,) (-inf when the strip has too few columns; the path is then arbitrary).
+    logp (B, T, C), targets (B, L) digit classes, tlen (B,)."""
+    b, t, _ = logp.shape
+    u = 2 * targets.shape[1] + 1
+    ext = torch.full((b, u), BLANK, dtype=torch.long, device=logp.device)  # (B, U)
+    ext[:, 1::2] = targets
+    states = torch.arange(u, device=logp.device)
+    ext = torch.where(states[None] < 2 * tlen[:, None] + 1, ext, BLANK)
+    skip = (ext != BLANK) & (ext != F.pad(ext[:, :-2], (2, 0), value=BLANK))  # u-2 -> u allowed
+    skip[:, :2] = False
+    alpha = torch.full((b, u), NEG, device=logp.device)
+    emit0 = logp[:, 0].gather(1, ext[:, :2])
+    alpha[:, :2] = torch.where(states[None, :2] < 2 * tlen[:, None] + 1, emit0, NEG)
+    real = _real(cols, t)
+    back = torch.zeros(b, t, u, dtype=torch.uint8, device=logp.device)  # (B, T, U) states back
+    for i in range(1, t):
+        one = F.pad(alpha[:, :-1], (1, 0), value=NEG)
+        two = torch.where(skip, F.pad(alpha[:, :-2], (2, 0), value=NEG), NEG)
+        best, step = torch.stack([alpha, one, two], -1).max(-1)  # (B, U): 0, 1 or 2 back
+        new = best + logp[:, i].gather(1, ext)
+        alpha = torch.where(real[:, i, None], new, alpha)
+        back[:, i] = torch.where(real[:, i, None], step, 0).to(torch.uint8)
+    last = 2 * tlen  # final blank, or (when L > 0) final digit one before it
+    end_blank = alpha.gather(1, last[:, None])[:, 0]
+    end_digit = torch.where(tlen > 0, alpha.gather(1, (last - 1).clamp(min=0)[:, None])[:, 0], NEG)
+    score, which = torch.stack([end_blank, end_digit], -1).max(-1)
+    state = last - which
+    path = torch.full((b, t), BLANK, dtype=torch.long, device=logp.device)
+    rows = torch.arange(b, device=logp.device)
+    for i in range(t - 1, -1, -1):
+        path[:, i] = torch.where(real[:, i], ext[rows, state], BLANK)
+        state = (state - back[rows, i, state].long()).clamp(min=0)
+    return path, score
+
+
+def oracle_path(logp, cols, lengths):
+    """The most probable path (B, T) whose collapse has exactly ``lengths`` digits (or, on
+    a strip too short for that, as many as it can), and its log probability (B,).
+
+    A DP over columns x (digits emitted, class of the last column), vectorised over rows."""
+    b, t, c = logp.shape
+    n = int(lengths.max()) + 1
+    dev = logp.device
+    score = torch.full((b, n, c), NEG, device=dev)  # (B, N, C)
+    score[:, 0, BLANK] = logp[:, 0, BLANK]
+    if n > 1:
+        score[:, 1, :BLANK] = logp[:, 0, :BLANK]
+    back = torch.zeros(b, t, n, c, dtype=torch.uint8, device=dev)  # class of column i-1
+    real = _real(cols, t)
+    digits = torch.arange(BLANK, device=dev)
+    for i in range(1, t):
+        top, arg = score.topk(2, dim=-1)  # (B, N, 2)
+        blank_prev = arg[..., 0]
+        # A new digit d follows any other class: the best of them, one digit fewer.
+        other = torch.where(arg[..., :1] == digits, top[..., 1:], top[..., :1])  # (B, N, 10)
+        other_arg = torch.where(arg[..., :1] == digits, arg[..., 1:], arg[..., :1])
+        other = F.pad(other[:, :-1], (0, 0, 1, 0), value=NEG)
+        other_arg = F.pad(other_arg[:, :-1], (0, 0, 1, 0))
+        stay = score[..., :BLANK]
+        new_d = torch.maximum(stay, other) + logp[:, i, None, :BLANK]
+        arg_d = torch.where(stay >= other, digits, other_arg)
+        new = torch.cat([new_d, (top[..., :1] + logp[:, i, None, BLANK:])], -1)  # (B, N, C)
+        arg_new = torch.cat([arg_d, blank_prev[..., None]], -1)
+        keep = real[:, i, None, None]
+        score = torch.where(keep, new, score)
+        same = torch.arange(c, device=dev).expand(b, n, c)
+        back[:, i] = torch.where(keep, arg_new, same).to(torch.uint8)
+    best, cls = score.max(-1)  # (B, N)
+    counts = torch.arange(n, device=dev)
+    ok = (best > NEG) & (counts[None] <= lengths[:, None])
+    emitted = torch.where(ok, counts[None], -1).max(1).values.clamp(min=0)  # (B,)
+    rows = torch.arange(b, device=dev)
+    total, cur = best[rows, emitted], cls[rows, emitted]
+    path = torch.full((b, t), BLANK, dtype=torch.long, device=dev)
+    for i in range(t - 1, -1, -1):
+        path[:, i] = torch.where(real[:, i], cur, BLANK)
+        prev = back[rows, i, emitted, cur].long()
+        emitted = emitted - ((cur != BLANK) & (prev != cur) & real[:, i]).long()
+        cur = torch.where(real[:, i], prev, cur)
+    return path, total
+
+
+def prefix_beam(logp, cols, width: int, lengths=None):
+    """CTC prefix beam search, batched: the ``width`` prefixes (B, K, T) of digit classes
+    (-1 padded), their digit counts (B, K) and whether they are alive (B, K). Under oracle
+    ``lengths`` no prefix grows past its row's length. Probabilities are recomputed exactly
+    by the caller, so this only has to find the readings."""
+    b, t, _ = logp.shape
+    k, dev = width, logp.device
+    hist = torch.full((b, k, t), -1, dtype=torch.long, device=dev)  # (B, K, T)
+    n = torch.zeros(b, k, dtype=torch.long, device=dev)
+    last = torch.full((b, k), -1, dtype=torch.long, device=dev)
+    pb = torch.full((b, k), NEG, device=dev)
+    pb[:, 0] = 0.0  # one empty prefix; the others are dead
+    pnb = torch.full((b, k), NEG, device=dev)
+    real = _real(cols, t)
+    digits = torch.arange(BLANK, device=dev)
+    rows = torch.arange(b, device=dev)[:, None]
+    cap = None if lengths is None else lengths.to(dev)[:, None, None]
+    for i in range(t):
+        lp = logp[:, i]  # (B, C)
+        tot = torch.logaddexp(pb, pnb)  # (B, K)
+        s_b = tot + lp[:, BLANK, None]
+        s_nb = torch.where(last >= 0, pnb + lp.gather(1, last.clamp(min=0)), NEG)
+        is_last = digits == last[..., None]  # (B, K, 10)
+        e_nb = torch.where(is_last, pb[..., None], tot[..., None]) + lp[:, None, :BLANK]
+        if cap is not None:
+            e_nb = e_nb.masked_fill(n[..., None] >= cap, NEG)
+        # Prefix j = prefix k + its last digit: merge that extension into j.
+        alive = tot > NEG
+        w = int(n.max()) + 1  # only the digits prefixes hold so far are compared
+        pos = torch.arange(w, device=dev)
+        same = (hist[:, :, None, :w] == hist[:, None, :, :w]) | (pos >= n[:, None, :, None])
+        match = same.all(-1) & (n[:, :, None] == n[:, None, :] + 1)  # (B, Kj, Kk)
+        match &= alive[:, :, None] & alive[:, None, :]
+        via = e_nb.gather(2, last.clamp(min=0)[:, None, :].expand(b, k, k))  # [b, k, j]
+        via = torch.where(match, via.transpose(1, 2), NEG)  # (B, Kj, Kk)
+        s_nb = torch.logaddexp(s_nb, via.logsumexp(-1))
+        taken = (match[..., None] & (last[:, :, None, None] == digits)).any(1)  # (B, Kk, 10)
+        e_nb = e_nb.masked_fill(taken, NEG)
+        cand = torch.cat([torch.logaddexp(s_b, s_nb), e_nb.reshape(b, -1)], 1)  # (B, K*11)
+        _, idx = cand.topk(k, dim=1)  # (B, K)
+        ext = idx >= k
+        parent = torch.where(ext, (idx - k) // BLANK, idx)
+        digit = (idx - k) % BLANK
+        new_hist = hist[rows, parent]  # (B, K, T) a copy
+        new_n = n[rows, parent]
+        at = new_n.clamp(max=t - 1)[..., None]
+        new_hist.scatter_(
+            2, at, torch.where(ext[..., None], digit[..., None], new_hist.gather(2, at))
+        )
+        new_pb = torch.where(ext, NEG, s_b.gather(1, parent))
+        new_pnb = torch.where(
+            ext, e_nb.reshape(b, -1).gather(1, (idx - k).clamp(min=0)), s_nb.gather(1, parent)
+        )
+        keep = real[:, i, None]
+        hist = torch.where(keep[..., None], new_hist, hist)
+        n = torch.where(keep, new_n + ext.long(), n)
+        last = torch.where(keep, torch.where(ext, digit, last.gather(1, parent)), last)
+        pb, pnb = torch.where(keep, new_pb, pb), torch.where(keep, new_pnb, pnb)
+    return hist, n, torch.logaddexp(pb, pnb) > NEG
+
+
+def reading_log_prob(logp, cols, targets, tlen):
+    """Exact log P(reading | strip) (B,): the sum over every path (the forward algorithm)."""
+    t = logp.shape[1]
+    return -F.ctc_loss(
+        logp.transpose(0, 1),
+        targets.clamp(min=0, max=BLANK - 1),
+        cols.clamp(max=t),
+        tlen,
+        blank=BLANK,
+        reduction="none",
+        zero_infinity=False,
+    )
+
+
+def path_weights(logp, path, cols, steps: int) -> torch.Tensor:
+    """(B, S, T) weights of a decoded path (see the module docstring)."""
+    b, t, _ = logp.shape
+    real = _real(cols, t)
+    _, count, run = collapse(path, real)
+    post = logp.exp()  # (B, T, C)
+    on_path = post.gather(2, path[..., None])[..., 0]  # (B, T)
+    step = torch.arange(steps, device=logp.device)
+    support = (run[:, None, :] == step[None, :, None]).float()  # (B, S, T)
+    last_digit = torch.where(run >= 0, torch.arange(t, device=logp.device), -1).max(1).values
+    after = real & (torch.arange(t, device=logp.device)[None] > last_digit[:, None])  # (B, T)
+    eos_support = torch.where(after.any(1, keepdim=True), after, real).float()
+    eos_values = torch.where(after.any(1, keepdim=True), post[..., BLANK] * after, real.float())
+    is_eos = (step[None] == count[:, None]).float()[..., None]  # (B, S, 1)
+    values = support * on_path[:, None] + is_eos * eos_values[:, None]
+    support = support + is_eos * eos_support[:, None]
+    total = values.sum(-1, keepdim=True)
+    fallback = support / support.sum(-1, keepdim=True).clamp(min=1)
+    return torch.where(total > 0, values / total.clamp(min=1e-30), fallback)
+
+
+def decode(logp, cols, beam: int = 1, lengths=None) -> Decoded:
+    """Read log posteriors (B, T, C) of strips with ``cols`` (B,) real columns: the best
+    path (or the oracle path), then for ``beam`` > 1 the best of it and the prefix beam's."""
+    b, t, _ = logp.shape
+    real = _real(cols, t)
+    logp = logp.masked_fill(~real[..., None], 0.0)
+    if lengths is not None:
+        path, _ = oracle_path(logp, cols, lengths.to(logp.device).long())
+    else:
+        path = logp.argmax(-1)  # (B, T) the best path
+    texts, count, _ = collapse(path, real)
+    first, _ = label_targets(texts, logp.device)
+    first = F.pad(first, (0, t - first.shape[1]))  # (B, T) the path's reading
+    log_prob = reading_log_prob(logp, cols, first, count)  # all its paths, not just this one
+    if beam > 1:
+        hist, n, alive = prefix_beam(logp, cols, beam, lengths)
+        k = n.shape[1]
+        exact = reading_log_prob(
+            logp.repeat_interleave(k, 0), cols.repeat_interleave(k), hist.flatten(0, 1), n.flatten()
+        ).view(b, k)
+        # The path's reading joins the beam, so beam search never ranks below it.
+        hist = torch.cat([hist, first[:, None]], 1)  # (B, K+1, T)
+        n, exact = torch.cat([n, count[:, None]], 1), torch.cat([exact, log_prob[:, None]], 1)
+        k1 = k + 1
+        ok = torch.cat([alive, torch.ones_like(alive[:, :1])], 1)
+        if lengths is not None:  # only readings of the oracle length (or the path's)
+            fallback = torch.arange(k1, device=logp.device) == k1 - 1
+            ok &= (n == lengths.to(logp.device)[:, None]) | fallback
+        norm = torch.where(ok, exact / (n + 1), NEG)
+        pick = norm.argmax(1)  # (B,)
+        rows = torch.arange(b, device=logp.device)
+        targets, count, log_prob = hist[rows, pick], n[rows, pick], exact[rows, pick]
+        # The path's own reading keeps its path (its Viterbi alignment); others are aligned.
+        chosen = [
+            "".join(map(str, h[:c])) for h, c in zip(targets.tolist(), count.tolist(), strict=True)
+        ]
+        moved = torch.tensor([a != g for a, g in zip(chosen, texts, strict=True)])
+        if bool(moved.any()):
+            m = moved.to(logp.device)
+            path = path.clone()
+            path[m], _ = forced_align(logp[m], cols[m], targets[m].clamp(min=0), count[m])
+        texts = chosen
+    weights = path_weights(logp, path, cols, int(count.max()) + 1)
+    return Decoded(texts, log_prob.exp(), weights, cols, log_prob / (count + 1))
+
+
+def digit_probs_of(logp, cols, texts: list[str]) -> torch.Tensor:
+    """(B, Lmax + 1): for each digit of ``texts``, the highest posterior of that digit over
+    its run in the Viterbi alignment of the text; then EOS = the probability that every column
+    after the last run is blank (1 when there are none). A text the strip is too short for
+    gets 0 throughout (CTC gives it probability 0)."""
+    b, t, _ = logp.shape
+    real = _real(cols, t)
+    targets, tlen = label_targets(texts, logp.device)
+    path, score = forced_align(logp, cols, targets, tlen)
+    _, _, run = collapse(path, real)
+    post = logp.exp()
+    steps = targets.shape[1] if max(map(len, texts), default=0) else 0
+    out = torch.zeros(b, steps + 1, device=logp.device)
+    for i in range(steps):
+        p = post.gather(2, targets[:, i, None, None].expand(b, t, 1))[..., 0]  # (B, T)
+        out[:, i] = torch.where(run == i, p, 0.0).max(1).values
+    last = torch.where(run >= 0, torch.arange(t, device=logp.device), -1).max(1).values
+    after = real & (torch.arange(t, device=logp.device)[None] > last[:, None])
+    eos = (logp[..., BLANK] * after).sum(1).exp()
+    out[torch.arange(b), tlen] = eos
+    return torch.where(score[:, None] > NEG, out, 0.0)
+
+
+@register("ctc", CTCConfig, "CTC reader: a digit-or-blank classifier on every column, no decoder")
+class CTCReader(Reader):
+    def __init__(self, cfg: CTCConfig, height: int):
+        super().__init__(cfg, height)
+        self.classify = nn.Linear(self.encoder.state_size, CLASSES)
+
+    def log_probs(self, images, widths):
+        """(B, T, C) log posteriors in float32, and the real columns (B,)."""
+        states, cols, _ = self.encoder(images, widths)
+        return torch.log_softmax(self.classify(states).float(), -1), cols
+
+    def loss(self, images, widths, labels):
+        """CTC negative log-likelihood summed over the batch, per label digit (as the
+        step-wise readers' cross-entropy is per token); impossible labels are refused."""
+        cols = self.encoder.column_lengths(widths).tolist()
+        for i, (label, c) in enumerate(zip(labels, cols, strict=True)):
+            if columns_needed(label) > c:
+                raise UserError(
+                    f"model.stride={self.encoder.stride}: strip {i} ({int(widths[i])} px) has "
+                    f"{c} columns but its label {label!r} needs {columns_needed(label)} for CTC "
+                    "(one per digit, one blank between repeats); use a smaller model.stride"
+                )
+        logp, cols_t = self.log_probs(images, widths)
+        targets, tlen = label_targets(labels, images.device)
+        nll = F.ctc_loss(
+            logp.transpose(0, 1),
+            targets,
+            cols_t,
+            tlen,
+            blank=BLANK,
+            reduction="sum",
+            zero_infinity=False,
+        )
+        return nll / tlen.sum().clamp(min=1)
+
+    @torch.no_grad()
+    def read(self, images, widths, beam=1, lengths=None):
+        logp, cols = self.log_probs(images, widths)
+        return decode(logp, cols, beam, lengths)
+
+    @torch.no_grad()
+    def digit_probs(self, images, widths, texts):
+        logp, cols = self.log_probs(images, widths)
+        return digit_probs_of(logp, cols, texts)
