@@ -8,6 +8,7 @@ with one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -70,6 +71,26 @@ def hydra_value(value: object) -> str:
     return f"'{body}'"
 
 
+class _Once(logging.Filter):
+    """Let the first record holding ``text`` through, drop the later ones."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text, self.seen = text, False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.text not in record.getMessage():
+            return True
+        shown, self.seen = not self.seen, True
+        return shown
+
+
+def _say_once(logger: logging.Logger, text: str) -> None:
+    """Without SLURM accounting, submitit warns at every poll; once says it."""
+    if not any(isinstance(f, _Once) and f.text == text for f in logger.filters):
+        logger.addFilter(_Once(text))
+
+
 def _launcher_of(args: list[str]) -> str | None:
     for a in args:
         if a.startswith("hydra/launcher="):
@@ -92,6 +113,7 @@ def run_task(
             f"'attnlab sweep lengths')"
         )
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; this function reports
+    _say_once(logging.getLogger("submitit"), "Bypassing sacct error")
     saved = sys.argv
     sys.argv = [prog, *args]  # a sweep's config sets hydra.mode=MULTIRUN itself
     try:
@@ -196,7 +218,7 @@ def _readers_axis(arg: str) -> str:
 
 def _report_sweeps(args: list[str], started: float) -> None:
     """After a sweep: which jobs failed and where their logs are (exit 1 if any)."""
-    from attnlab.sweep import summarize
+    from attnlab.sweep import job_logs, summarize
 
     if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
         return
@@ -212,9 +234,7 @@ def _report_sweeps(args: list[str], started: float) -> None:
             f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete"
         )
         for job, reason in failed:
-            logs = [str(p) for p in sorted(job.glob("*.log"))]
-            if (sweep / ".submitit").is_dir():
-                logs.append(f"{sweep / '.submitit'}/*/ (submitit's stdout and stderr)")
+            logs = [str(p) for p in job_logs(job, sweep)]
             typer.echo(f"  FAILED {job}: {reason}\n    logs: {', '.join(logs) or job}")
         bad = bad or bool(failed)
         if done:

@@ -33,8 +33,10 @@ def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     try:
         out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
     except BaseException as err:
+        requeued = isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes: not a failure
+        state = RunStatus.interrupted if requeued else RunStatus.failed
         RunDir(run_dir).write_status(
-            RunStatus.failed, metrics["step"], f"evaluation: {type(err).__name__}: {err}"
+            state, metrics["step"], f"evaluation: {type(err).__name__}: {err}"
         )
         raise
     return {**metrics, "eval_dir": str(out)}
@@ -52,8 +54,23 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
             continue
         if status.state is RunStatus.complete:
             done.append(run.path)
+        elif status.state is RunStatus.running and run.lock_holder() is None:
+            failed.append((run.path, f"killed at step {status.step} (no process holds the run)"))
         else:
-            failed.append(
-                (run.path, f"{status.state.value}: {status.error or 'no error recorded'}")
-            )
+            reason = status.error or "no error recorded"
+            failed.append((run.path, f"{status.state.value}: {reason}"))
     return done, failed
+
+
+def job_logs(job: Path, sweep_dir: Path) -> list[Path]:
+    """The logs of one sweep job: its train.log and, under a submitit launcher, its own
+    stdout and stderr files (``.submitit/<job id>/``, the id from ``.hydra/hydra.yaml``)."""
+    from omegaconf import OmegaConf
+
+    logs = sorted(job.glob("*.log"))
+    try:
+        job_id = OmegaConf.load(job / ".hydra" / "hydra.yaml").hydra.job.id
+    except Exception:  # no hydra.yaml, or no id: only the run's own logs
+        return logs
+    folder = sweep_dir / ".submitit" / str(job_id)
+    return logs + sorted(p for p in folder.glob("*") if p.suffix in (".out", ".err"))

@@ -379,7 +379,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             try:
                 metrics = trainer.run()
             except BaseException as err:
-                if isinstance(err, KeyboardInterrupt):
+                # Ctrl-C, SIGTERM, or submitit ending the process to requeue it (SystemExit)
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
                     state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
                 else:
                     state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"

@@ -29,8 +29,10 @@ die() {
   exit 1
 }
 
-alive() { # alive PIDFILE: the process it names runs
-  [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
+alive() { # alive PIDFILE: the process it names runs (a zombie does not count)
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]
 }
 
 node_state() { # the node's state as sinfo prints it (idle, mixed, down*, drained...), or empty
@@ -186,9 +188,19 @@ to start a local cluster"
   for _ in $(seq "$((READY_S * 2))"); do
     state=$(node_state)
     case $state in
-      idle | mixed | allocated | completing)
-        say "up: partition $PARTITION, node $(hostname -s) $state ($(sinfo -h -o '%c' \
+      idle)
+        # A node recovered from saved state can say idle before its slurmd answers: run a
+        # one-second job step to be sure the whole path (munge, slurmd, srun) works.
+        if ! out=$(timeout 60 srun -p "$PARTITION" -N1 -n1 -t 1 --immediate=30 true 2>&1); then
+          die "node $(hostname -s) is idle but a test job fails: ${out:-srun timed out} \
+(see $LOGS/slurmd.log)"
+        fi
+        say "up: partition $PARTITION, node $(hostname -s) idle ($(sinfo -h -o '%c' \
           | head -1) CPUs)"
+        return 0
+        ;;
+      mixed | allocated | completing) # running jobs: slurmd works
+        say "up: partition $PARTITION, node $(hostname -s) $state"
         return 0
         ;;
       drain* | down)

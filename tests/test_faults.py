@@ -329,3 +329,25 @@ def test_outputs_that_would_land_on_something_else_are_refused(trained, attnlab_
     res = attnlab_cli("data", "preview", f"preview.out={tmp_path}", cwd=tmp_path)
     one_line_error(res, "preview.out")
     assert a_file.read_text() == "keep me"
+
+
+def test_the_sweep_summary_calls_a_killed_job_killed_and_names_its_own_logs(tmp_path):
+    from attnlab.rundir import RunDir, RunStatus
+    from attnlab.sweep import job_logs, summarize
+
+    sweep = tmp_path / "sweep"
+    for i, state in enumerate([RunStatus.complete, RunStatus.running, RunStatus.interrupted]):
+        job = RunDir(sweep / str(i))
+        job.config.parent.mkdir(parents=True)
+        job.config.write_text("seed: 0\n")
+        (job.config.parent / "hydra.yaml").write_text(f"hydra:\n  job:\n    id: '7_{i}'\n")
+        job.write_status(state, 40, None if i < 2 else "interrupted (SystemExit)")
+        (sweep / ".submitit" / f"7_{i}").mkdir(parents=True)
+        (sweep / ".submitit" / f"7_{i}" / f"7_{i}_0_log.err").write_text("")
+    done, failed = summarize(sweep)
+    assert done == [sweep / "0"]
+    assert failed[0] == (sweep / "1", "killed at step 40 (no process holds the run)")
+    assert failed[1][1].startswith("interrupted: interrupted (SystemExit)")
+    assert job_logs(sweep / "1", sweep) == [sweep / ".submitit" / "7_1" / "7_1_0_log.err"]
+    with RunDir(sweep / "1").lock("train"):  # a live process: not killed, running
+        assert summarize(sweep)[1][0][1].startswith("running")
