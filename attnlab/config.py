@@ -116,12 +116,18 @@ class ExperimentConfig:
 
 
 @dataclass
-class EvalTaskConfig:
-    """The config of ``attnlab eval``: a run (or checkpoint) plus evaluation options."""
+class RunTaskConfig:
+    """What every task working on a trained run takes: the run (or a checkpoint file)."""
 
     run: str = MISSING
     checkpoint: str = "best"  # best | last, when ``run`` is a run directory
     device: str = "auto"
+
+
+@dataclass
+class EvalTaskConfig(RunTaskConfig):
+    """The config of ``attnlab eval``: a run (or checkpoint) plus evaluation options."""
+
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
@@ -340,12 +346,9 @@ class ProbeConfig:
 
 
 @dataclass
-class ProbeTaskConfig:
+class ProbeTaskConfig(RunTaskConfig):
     """The config of ``attnlab probe``: a run (or checkpoint) plus probe options."""
 
-    run: str = MISSING
-    checkpoint: str = "best"  # best | last, when ``run`` is a run directory
-    device: str = "auto"
     probe: ProbeConfig = field(default_factory=ProbeConfig)
 
 

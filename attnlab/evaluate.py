@@ -30,12 +30,11 @@ from attnlab.inference import read_strips
 from attnlab.io import atomic_write, write_text
 from attnlab.models import registry
 from attnlab.records import confident_failures, readings_table, records_for
-from attnlab.rundir import EvalDir, EvalMeta, RunDir
+from attnlab.rundir import PARTIAL, EvalDir, EvalMeta, RunDir
 from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 registry.discover()
-PARTIAL = ".partial"
 
 
 def default_lengths(seen: list[int]) -> list[int]:

@@ -47,7 +47,7 @@ from attnlab.interventions import (
 )
 from attnlab.io import atomic_write, write_figure
 from attnlab.models import registry
-from attnlab.rundir import PROBE_PARTIAL, ProbeDir, ProbeMeta, RunDir
+from attnlab.rundir import PARTIAL, ProbeDir, ProbeMeta, RunDir
 from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,8 @@ def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
     lengths = default_lengths(seen) if cfg.lengths is None else sorted(set(cfg.lengths))
     name = cfg.name or "synthetic"
     final = ProbeDir(output_dir(ckpt_path) / name)
-    out = ProbeDir(final.path.parent / f".{name}{PROBE_PARTIAL}")
-    for orphan in final.path.parent.glob(f".*{PROBE_PARTIAL}"):  # left by a killed probe
+    out = ProbeDir(final.path.parent / f".{name}{PARTIAL}")
+    for orphan in final.path.parent.glob(f".*{PARTIAL}"):  # left by a killed probe
         shutil.rmtree(orphan, ignore_errors=True)
     meta = ProbeMeta(
         name=name,

@@ -19,18 +19,16 @@ Layout of a run directory::
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import json
-import os
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import UserError
 from attnlab.io import write_json, write_text
+from attnlab.runlock import RunLock
 
 CONFIG = Path(".hydra") / "config.yaml"
 OVERRIDES = Path(".hydra") / "overrides.yaml"
@@ -42,6 +40,9 @@ STATUS = "status.json"
 METRICS = "metrics.json"
 EVAL = "eval"
 LOCK = ".lock"
+# eval/.<name>.partial, probe/.<name>.partial: being written, or left by a killed process;
+# renamed to <name> when its last file is written.
+PARTIAL = ".partial"
 HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 
 # Files of one evaluation (eval/<name>/); eval.json is written last and marks it complete.
@@ -200,7 +201,7 @@ class RunDir:
         """Evaluations that were being written when their process died (or still are)."""
         if not self.eval_root.is_dir():
             return []
-        return sorted(p for p in self.eval_root.glob(".*.partial") if p.is_dir())
+        return sorted(p for p in self.eval_root.glob(f".*{PARTIAL}") if p.is_dir())
 
     def is_run(self) -> bool:
         return self.config.is_file()
@@ -331,72 +332,6 @@ class EvalDir:
         return _from_dict(EvalMeta, _load_json(self.meta_file), EVAL_META)
 
 
-class RunLock:
-    """An advisory lock on a run directory (``fcntl.flock`` on ``.lock``).
-
-    The kernel drops it when the holding process dies, so a restart after SIGKILL or a SLURM
-    requeue takes it again at once; a second live process is refused with one clear line.
-    """
-
-    def __init__(self, path: Path, purpose: str):
-        self.path = Path(path)
-        self.purpose = purpose
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(fd)
-            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                who = self.holder() or "another process"
-                raise UserError(
-                    f"{self.path.parent}: run directory is in use ({who}); wait for it to "
-                    f"finish or use another run directory"
-                ) from err
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{self.purpose}, pid {os.getpid()}\n".encode())
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def holder(self) -> str | None:
-        """Who holds the lock, or None when nobody does (probing takes it for an instant)."""
-        import fcntl
-
-        if not self.path.is_file():
-            return None
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            try:
-                return os.pread(fd, 200, 0).decode(errors="replace").strip() or "a process"
-            finally:
-                os.close(fd)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-        return None
-
-
 # ---------------------------------------------------------------------------------------------
 # Probes: ``probe/<name>/`` of a run (attnlab.probe); probe.json is written last.
 
@@ -407,7 +342,6 @@ OCCLUSION = "occlusion.csv"
 SWAPS = "swap.csv"
 SALIENCY = "saliency.csv"
 PROBE_EXAMPLE = "example.png"
-PROBE_PARTIAL = ".partial"  # probe/.<name>.partial: a probe being written (or killed)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from attnlab.report.aggregate import (
     seeds_text,
 )
 from attnlab.report.readers import ordered
-from attnlab.rundir import PROBE_PARTIAL, ProbeDir, RunFileError
+from attnlab.rundir import PARTIAL, ProbeDir, RunFileError
 
 KEYS = ["train", "reader", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).
@@ -98,8 +98,8 @@ def probe_frame(group: TrainGroup) -> tuple[pd.DataFrame, list[str], dict]:
     the example figure of each (reader, probe) from its first run that has one."""
     rows, notes, examples = [], [], {}
     for run in group.runs:
-        for partial in ProbeDir.root(run.path).glob(f".*{PROBE_PARTIAL}"):
-            name = partial.name.removeprefix(".").removesuffix(PROBE_PARTIAL)
+        for partial in ProbeDir.root(run.path).glob(f".*{PARTIAL}"):
+            name = partial.name.removeprefix(".").removesuffix(PARTIAL)
             notes.append(f"{run.path}: probe/{name}: partial (being written or killed)")
         for pdir in ProbeDir.of_run(run.path):
             result = _read_probe(pdir, run.best_step)

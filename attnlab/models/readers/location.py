@@ -88,9 +88,7 @@ class LocationReader(StepwiseReader):
         """(B, D + P*T) -> GRU state (B, D) and past weights (B, P, T)."""
         return state[:, : self.dec_hidden], state[:, self.dec_hidden :].view(-1, self._planes, t)
 
-    def energies(
-        self, query: torch.Tensor, keys: torch.Tensor, past: torch.Tensor
-    ) -> torch.Tensor:
+    def energies(self, query: torch.Tensor, keys: torch.Tensor, past: torch.Tensor) -> torch.Tensor:
         """query (B, D), keys (B, T, A), past weights (B, P, T) -> scores (B, T), unmasked."""
         q = self.attention.query(query)  # (B, A)
         loc = self.loc_proj(self.loc_conv(past.to(keys.dtype)).transpose(1, 2))  # (B, T, A)

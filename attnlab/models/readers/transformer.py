@@ -1,0 +1,180 @@
+"""The transformer reader: a pre-norm transformer decoder over the columns of the strip.
+
+Each output step attends to the digits read so far (masked self-attention) and to the
+columns (cross-attention with the padding mask). The columns are the shared BiGRU's states,
+or (``encoder: transformer``) a small transformer encoder over the column features, so
+"BiGRU columns vs transformer columns" is one override. The positional representation of
+both stacks is a config value (``pos``; ``dec_pos`` / ``enc_pos`` override one).
+
+Teacher forcing runs every output position in one call under a causal mask. Decoding
+keeps each layer's self-attention keys and values in the decoder state, a tensor
+(B, L, 2, h, steps so far, dh): beam search reorders state rows, so the cache follows its
+beams with nothing extra, and each step computes one position.
+
+The reader's weights are the cross-attention weights of one layer (``attn_layer``, the
+last by default), averaged over heads or of one head (``attn_head``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import nn
+
+from attnlab import tokens
+from attnlab.errors import UserError
+from attnlab.models.decoding import Memory, StepwiseConfig, StepwiseReader
+from attnlab.models.registry import register
+from attnlab.models.transformer_layers import Decoder, Encoder, Pos, Positions
+
+
+class Columns(str, Enum):
+    gru = "gru"  # the shared BiGRU's column states
+    transformer = "transformer"  # a pre-norm transformer encoder over the column features
+
+
+@dataclass
+class TransformerConfig(StepwiseConfig):
+    dec_hidden: int = 64  # the width (d_model) of the decoder and the column encoder
+    embed: int = 64  # token embedding; projected to dec_hidden when the two differ
+    heads: int = 4  # attention heads (must divide dec_hidden)
+    dec_layers: int = 2
+    encoder: Columns = Columns.gru  # columns from the BiGRU, or from a transformer encoder
+    enc_layers: int = 2  # layers of the transformer column encoder (encoder=transformer)
+    mlp_hidden: int = 128  # hidden units of the position-wise MLP of every layer
+    dropout: float = 0.0  # every training strip is fresh: there is little to overfit
+    # Positions: sinusoidal | learned | relative (T5-style bucketed bias) | rotary | none.
+    # `pos` sets both stacks; dec_pos / enc_pos (null = follow pos) override one. The BiGRU
+    # orders its columns itself: enc_pos applies to the transformer column encoder only.
+    pos: Pos = Pos.sinusoidal
+    dec_pos: Pos | None = None
+    enc_pos: Pos | None = None
+    max_len: int = 128  # positions in a learned table (output steps; columns)
+    rel_buckets: int = 32  # relative: buckets of key-query offsets (T5)
+    rel_max_distance: int = 128  # relative: offsets beyond this share the last bucket
+    attn_layer: int = -1  # the decoder layer whose cross-attention weights are returned
+    attn_head: int | None = None  # None = mean over heads, else that head's weights
+    cache: bool = True  # keys/values cached while decoding; false recomputes every prefix
+
+
+@dataclass
+class TransformerMemory(Memory):
+    kv: torch.Tensor  # (B, L, 2, h, T, dh) every decoder layer's cross-attention keys, values
+
+
+class _NoRecurrence(nn.Module):
+    """Stands in for the shared encoder's BiGRU when a transformer encodes the columns: hands
+    the packed column features through unchanged (the encoder pads them back to (B, T, 2H),
+    zero on padding) with a zero final state. The stem, column layers and normalisation of
+    ``ColumnEncoder`` stay exactly as every reader has them."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.hidden = hidden
+
+    def forward(self, packed):
+        batch = int(packed.batch_sizes[0])  # every strip has at least one column
+        return packed, packed.data.new_zeros(2, batch, self.hidden)
+
+
+def check_config(cfg: TransformerConfig) -> None:
+    """Values a type cannot rule out; a UserError naming the key (raised before a run writes
+    anything: the Trainer builds the reader first)."""
+
+    def require(ok: bool, key: str, rule: str) -> None:
+        if not ok:
+            raise UserError(f"model.{key}={getattr(cfg, key)!r}: {rule}")
+
+    for key in ("heads", "dec_layers", "mlp_hidden", "max_len"):
+        require(getattr(cfg, key) >= 1, key, "must be >= 1")
+    require(
+        cfg.dec_hidden % cfg.heads == 0, "heads", f"must divide model.dec_hidden={cfg.dec_hidden}"
+    )
+    dh = cfg.dec_hidden // cfg.heads
+    rotary = Pos.rotary in (cfg.dec_pos or cfg.pos, cfg.enc_pos or cfg.pos)
+    require(not rotary or dh % 2 == 0, "heads", f"rotary needs an even head width, got {dh}")
+    if Columns(cfg.encoder) is Columns.transformer:
+        require(cfg.enc_layers >= 1, "enc_layers", "must be >= 1 with model.encoder=transformer")
+    require(0.0 <= cfg.dropout < 1.0, "dropout", "must be in [0, 1)")
+    require(cfg.rel_buckets >= 4, "rel_buckets", "must be >= 4")
+    require(
+        cfg.rel_max_distance > cfg.rel_buckets // 2, "rel_max_distance", "must be > rel_buckets / 2"
+    )
+    layers = cfg.dec_layers
+    require(-layers <= cfg.attn_layer < layers, "attn_layer", f"must index one of {layers} layers")
+    ok_head = cfg.attn_head is None or 0 <= cfg.attn_head < cfg.heads
+    require(ok_head, "attn_head", f"must be null (mean) or a head 0..{cfg.heads - 1}")
+
+
+@register(
+    "transformer",
+    TransformerConfig,
+    "transformer reader: masked self-attention over the digits, cross-attention over columns",
+)
+class TransformerReader(StepwiseReader):
+    def __init__(self, cfg: TransformerConfig, height: int):
+        check_config(cfg)
+        super().__init__(cfg, height)
+        d, transformer_columns = cfg.dec_hidden, Columns(cfg.encoder) is Columns.transformer
+        del self.init  # a transformer decoder starts from BOS alone, not from a summary
+        self.out = nn.Linear(d, tokens.VOCAB)  # after the decoder's final LayerNorm
+        self.embed_proj = nn.Identity() if cfg.embed == d else nn.Linear(cfg.embed, d, bias=False)
+        if transformer_columns:
+            self.encoder.gru = _NoRecurrence(cfg.hidden)
+        self.columns = nn.Linear(self.encoder.state_size, d)  # (B, T, 2H) -> (B, T, D)
+        rel = (cfg.rel_buckets, cfg.rel_max_distance)
+        enc_pos = Positions(
+            (cfg.enc_pos or cfg.pos) if transformer_columns else Pos.none,
+            d, cfg.heads, cfg.max_len, *rel, bidirectional=True,
+            key="model.enc_pos" if cfg.enc_pos else "model.pos",
+        )  # fmt: skip
+        dec_pos = Positions(
+            cfg.dec_pos or cfg.pos, d, cfg.heads, cfg.max_len, *rel, bidirectional=False,
+            key="model.dec_pos" if cfg.dec_pos else "model.pos",
+        )  # fmt: skip
+        enc_layers = cfg.enc_layers if transformer_columns else 0  # BiGRU: final LayerNorm only
+        self.column_encoder = Encoder(
+            d, cfg.heads, enc_layers, cfg.mlp_hidden, cfg.dropout, enc_pos
+        )
+        self.decoder = Decoder(
+            d, cfg.heads, cfg.dec_layers, cfg.mlp_hidden, cfg.dropout, dec_pos,
+            cfg.attn_layer, cfg.attn_head,
+        )  # fmt: skip
+        self.cache = cfg.cache
+
+    def encode(self, images, widths) -> TransformerMemory:
+        # BiGRU states, or the column features themselves under encoder=transformer.
+        states, lengths, _ = self.encoder(images, widths)  # (B, T, 2H), (B,)
+        cols = torch.arange(states.shape[1], device=states.device)
+        mask = cols[None, :] < lengths[:, None]  # (B, T) padding mask
+        x = self.column_encoder(self.columns(states), mask)  # (B, T, D)
+        real = mask[..., None].to(x.dtype)
+        summary = (x * real).sum(1) / real.sum(1)  # (B, D) mean of the real columns
+        return TransformerMemory(x, mask, summary, self.decoder.keys_values(x))
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embed_proj(self.embed(ids))  # (B, S) -> (B, S, D)
+
+    def init_state(self, memory: TransformerMemory) -> torch.Tensor:
+        b = memory.mask.shape[0]
+        if self.cache:
+            return self.decoder.empty_cache(b, memory.kv)  # (B, L, 2, h, 0, dh)
+        return torch.zeros(b, 0, dtype=torch.long, device=memory.mask.device)  # tokens so far
+
+    def step(self, memory: TransformerMemory, state: torch.Tensor, prev: torch.Tensor):
+        """prev (B,) -> logits (B, V), state, weights (B, T). The state is the cache
+        (B, L, 2, h, t, dh) at step t; with ``cache`` off, the tokens fed so far (B, t),
+        and the whole prefix is run again (the reference the cache is tested against)."""
+        if not self.cache:
+            prefix = torch.cat([state, prev[:, None]], 1)  # (B, t+1)
+            logits, weights = self.teacher_forcing(memory, prefix)
+            return logits[:, -1], prefix, weights[:, -1]
+        y, weights, state = self.decoder(self._embed(prev[:, None]), memory.kv, memory.mask, state)
+        return self.out(y[:, 0]), state, weights[:, 0]
+
+    def teacher_forcing(self, memory: TransformerMemory, inputs: torch.Tensor):
+        """inputs (B, S) -> logits (B, S, V), weights (B, S, T): one call, causal mask."""
+        y, weights, _ = self.decoder(self._embed(inputs), memory.kv, memory.mask)
+        return self.out(y), weights
