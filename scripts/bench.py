@@ -80,8 +80,9 @@ def compose(reader: str, device: str, overrides: list[str]):
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    import attnlab.config  # noqa: F401  (registers the structured configs)
+    from attnlab.models import registry
 
+    registry.discover()  # every reader's config schema, as the CLI's tasks register them
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="attnlab.conf", version_base="1.3"):
         return hydra_compose(
@@ -569,8 +570,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     p.add_argument(
         "--reader",
-        choices=["fixed", "attention"],
-        help="train: only this reader (default both); converge: this reader (default attention)",
+        choices=registry_names(),
+        help="train: only this reader (default: every registered reader); converge, eval, "
+        "typefaces: this reader (default attention)",
     )
     p.add_argument("--synth-seconds", type=float, default=3.0, help="timed seconds (synth)")
     p.add_argument("--train-seconds", type=float, default=10.0, help="timed seconds per reader")

@@ -66,7 +66,7 @@ class WindowReader(StepwiseReader):
                 f"model.components must be >= 1 and model.pace, model.width > 0, got "
                 f"{k}, {cfg.pace}, {cfg.width}"
             )
-        self.k, self.dec_hidden, self.stop = k, cfg.dec_hidden, Stop(cfg.stop)
+        self.dec_hidden, self.stop = cfg.dec_hidden, Stop(cfg.stop)
         pace, width = cfg.pace / cfg.stride, cfg.width / cfg.stride  # in encoder columns
         state = self.encoder.state_size
         # Per component: mixture logit, log precision, raw step (Graves: alpha, beta, kappa).
