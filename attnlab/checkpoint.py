@@ -7,6 +7,8 @@ someone sent you never runs code from it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,28 @@ def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None
     except RuntimeError as err:
         first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
         raise UserError(f"{path}: checkpoint does not fit the configured model ({first})") from err
+
+
+@contextmanager
+def held(run_or_ckpt: Path | str, which: str, purpose: str) -> Iterator[Path]:
+    """The checkpoint to work from (``resolve``), with its run directory locked meanwhile
+    when it lies in one (a process reading a run must not see it change)."""
+    path = resolve(run_or_ckpt, which)
+    owner = RunDir(path.parent.parent)
+    if path.parent != owner.checkpoints:
+        yield path
+        return
+    with owner.lock(purpose):
+        yield path
+
+
+def output_root(ckpt_path: Path, kind: str) -> Path:
+    """Where results of ``kind`` (eval, probe) about a checkpoint go: ``<run>/<kind>`` for a
+    run's checkpoint; ``<stem>_<kind>`` beside a checkpoint outside a run directory."""
+    run = RunDir(ckpt_path.parent.parent)
+    if ckpt_path.parent == run.checkpoints:
+        return run.path / kind
+    return ckpt_path.parent / f"{ckpt_path.stem}_{kind}"
 
 
 def resolve(run_or_ckpt: Path | str, which: str = "best") -> Path:

@@ -10,7 +10,6 @@ leaves no partial ``eval/<name>``.
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import hydra
@@ -27,10 +26,10 @@ from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import reports_user_errors
 from attnlab.eval_figures import draw_pace, draw_reliability, draw_stops, pace_tracks
 from attnlab.inference import read_strips
-from attnlab.io import atomic_write, write_text
+from attnlab.io import atomic_dir, atomic_write, write_text
 from attnlab.models import registry
 from attnlab.records import confident_failures, readings_table, records_for
-from attnlab.rundir import PARTIAL, EvalDir, EvalMeta, RunDir
+from attnlab.rundir import EVAL, EvalDir, EvalMeta
 from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -48,15 +47,6 @@ def default_map_lengths(seen: list[int], lengths: list[int]) -> list[int]:
     return sorted({n for n in wanted if n in lengths})
 
 
-def output_dir(ckpt_path: Path) -> Path:
-    """Evaluations go into the run directory of a checkpoint (``<run>/eval``); a checkpoint
-    outside a run directory gets ``<stem>_eval`` beside it."""
-    run = RunDir(ckpt_path.parent.parent)
-    if ckpt_path.parent == run.checkpoints:
-        return run.eval_root
-    return ckpt_path.parent / f"{ckpt_path.stem}_eval"
-
-
 def evaluate_run(
     run: Path | str,
     cfg: EvalConfig,
@@ -70,16 +60,8 @@ def evaluate_run(
     without it is partial, and it records the checkpoint step that was read.
     """
     check_eval(cfg)
-    ckpt_path = checkpoint.resolve(run, which)
-    owner = RunDir(ckpt_path.parent.parent)
-    lock = owner.lock("eval") if ckpt_path.parent == owner.checkpoints else None
-    if lock is not None:
-        lock.acquire()
-    try:
+    with checkpoint.held(run, which, "eval") as ckpt_path:
         return _evaluate(ckpt_path, cfg, device, say)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
@@ -107,20 +89,14 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
             n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
             for n in lengths
         }
-    final = EvalDir(output_dir(ckpt_path) / name)
-    out = EvalDir(final.path.parent / f".{name}{PARTIAL}")
-    for orphan in final.path.parent.glob(f".*{PARTIAL}"):  # left by a killed evaluation
-        shutil.rmtree(orphan, ignore_errors=True)
-    try:
-        _write_evaluation(out, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say)
-    except BaseException:
-        shutil.rmtree(out.path, ignore_errors=True)
-        raise
-    if final.path.exists():  # an earlier evaluation of this name is replaced whole
-        shutil.rmtree(final.path)
-    out.path.rename(final.path)
-    say(f"evaluation written to {final.path}")
-    return final.path
+    final = atomic_dir(
+        checkpoint.output_root(ckpt_path, EVAL) / name,
+        lambda work: _write_evaluation(
+            EvalDir(work), reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say
+        ),
+    )
+    say(f"evaluation written to {final}")
+    return final
 
 
 def _write_evaluation(

@@ -18,6 +18,8 @@ from typing import Any
 from attnlab.errors import UserError
 
 TMP_SUFFIX = ".tmp"
+# A folder being written: .<name>.partial beside its final name, renamed when complete.
+PARTIAL = ".partial"
 
 
 class WriteError(UserError):
@@ -98,3 +100,28 @@ def remove_orphans(folder: Path | str) -> list[Path]:
         p.unlink(missing_ok=True)
         gone.append(p)
     return gone
+
+
+def atomic_dir(final: Path | str, write: Callable[[Path], None]) -> Path:
+    """A folder written whole or not at all: ``write(folder)`` fills ``.<name>.partial``
+    beside ``final``, which then replaces ``final`` (an earlier one is replaced whole).
+    Partial folders a killed writer left are removed first (callers hold the run's lock)."""
+    import shutil
+
+    final = Path(final)
+    work = final.parent / f".{final.name}{PARTIAL}"
+    for orphan in final.parent.glob(f".*{PARTIAL}"):
+        shutil.rmtree(orphan, ignore_errors=True)
+    try:
+        work.mkdir(parents=True)
+        write(work)
+    except OSError as err:
+        shutil.rmtree(work, ignore_errors=True)
+        raise WriteError(f"cannot write {final}: {err.strerror or err}") from err
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    if final.exists():
+        shutil.rmtree(final)
+    work.rename(final)
+    return final

@@ -18,7 +18,6 @@ renamed into place, so a probe that dies leaves no partial ``probe/<name>``.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from pathlib import Path
 
@@ -45,9 +44,9 @@ from attnlab.interventions import (
     spearman,
     summary_table,
 )
-from attnlab.io import atomic_write, write_figure
+from attnlab.io import atomic_dir, atomic_write, write_figure
 from attnlab.models import registry
-from attnlab.rundir import PARTIAL, ProbeDir, ProbeMeta, RunDir
+from attnlab.rundir import PROBE, ProbeDir, ProbeMeta
 from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
@@ -60,30 +59,13 @@ def default_lengths(seen: list[int]) -> list[int]:
     return sorted({seen[len(seen) // 2], top, top + 2, 2 * top})
 
 
-def output_dir(ckpt_path: Path) -> Path:
-    """Probes go into the run directory of a checkpoint (``<run>/probe``); a checkpoint outside
-    a run directory gets ``<stem>_probe`` beside it."""
-    run = RunDir(ckpt_path.parent.parent)
-    if ckpt_path.parent == run.checkpoints:
-        return ProbeDir.root(run.path)
-    return ckpt_path.parent / f"{ckpt_path.stem}_probe"
-
-
 def probe_run(
     run: Path | str, cfg: ProbeConfig, which: str = "best", device: str = "auto", say=print
 ) -> Path:
     """Probe a run (or checkpoint) under ``probe/<name>``; the run is locked meanwhile."""
     check_probe(cfg)
-    ckpt_path = checkpoint.resolve(run, which)
-    owner = RunDir(ckpt_path.parent.parent)
-    lock = owner.lock("probe") if ckpt_path.parent == owner.checkpoints else None
-    if lock is not None:
-        lock.acquire()
-    try:
+    with checkpoint.held(run, which, "probe") as ckpt_path:
         return _probe(ckpt_path, cfg, device, say)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
@@ -94,10 +76,6 @@ def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
     seen = seen_lengths(exp.data)
     lengths = default_lengths(seen) if cfg.lengths is None else sorted(set(cfg.lengths))
     name = cfg.name or "synthetic"
-    final = ProbeDir(output_dir(ckpt_path) / name)
-    out = ProbeDir(final.path.parent / f".{name}{PARTIAL}")
-    for orphan in final.path.parent.glob(f".*{PARTIAL}"):  # left by a killed probe
-        shutil.rmtree(orphan, ignore_errors=True)
     meta = ProbeMeta(
         name=name,
         reader=reader.name,
@@ -111,16 +89,13 @@ def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
         seconds=0.0,
         extra={"swaps": cfg.swaps, "n_boot": cfg.n_boot, "seed": cfg.seed},
     )
-    try:
-        _write_probe(out, reader, dev, StripSynth(exp.data), cfg, meta, say)
-    except BaseException:
-        shutil.rmtree(out.path, ignore_errors=True)
-        raise
-    if final.path.exists():  # an earlier probe of this name is replaced whole
-        shutil.rmtree(final.path)
-    out.path.rename(final.path)
-    say(f"probe written to {final.path}")
-    return final.path
+    synth = StripSynth(exp.data)
+    final = atomic_dir(
+        checkpoint.output_root(ckpt_path, PROBE) / name,
+        lambda work: _write_probe(ProbeDir(work), reader, dev, synth, cfg, meta, say),
+    )
+    say(f"probe written to {final}")
+    return final
 
 
 def _chunks(lengths: list[int], budget: int) -> list[list[int]]:

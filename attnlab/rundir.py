@@ -27,7 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from attnlab.io import write_json, write_text
+from attnlab.io import PARTIAL, write_json, write_text
 from attnlab.runlock import RunLock
 
 CONFIG = Path(".hydra") / "config.yaml"
@@ -40,9 +40,8 @@ STATUS = "status.json"
 METRICS = "metrics.json"
 EVAL = "eval"
 LOCK = ".lock"
-# eval/.<name>.partial, probe/.<name>.partial: being written, or left by a killed process;
-# renamed to <name> when its last file is written.
-PARTIAL = ".partial"
+# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
+# left by a killed process.
 HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 
 # Files of one evaluation (eval/<name>/); eval.json is written last and marks it complete.

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from attnlab.io import PARTIAL
 from attnlab.metrics import TOTAL
 from attnlab.report.aggregate import (
     TrainGroup,
@@ -28,7 +29,7 @@ from attnlab.report.aggregate import (
     seeds_text,
 )
 from attnlab.report.readers import ordered
-from attnlab.rundir import PARTIAL, ProbeDir, RunFileError
+from attnlab.rundir import ProbeDir, RunFileError
 
 KEYS = ["train", "reader", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).
