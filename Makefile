@@ -25,16 +25,16 @@ demo: $(STAMP)
 	$(BIN)/attnlab report
 
 test: $(STAMP)
-	$(BIN)/ruff check attnlab tests scripts
-	$(BIN)/ruff format --check attnlab tests scripts
+	$(BIN)/ruff check attnlab tests scripts hydra_plugins
+	$(BIN)/ruff format --check attnlab tests scripts hydra_plugins
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check attnlab tests scripts
+	$(BIN)/ruff check attnlab tests scripts hydra_plugins
 
 format: $(STAMP)
-	$(BIN)/ruff format attnlab tests scripts
-	$(BIN)/ruff check --fix attnlab tests scripts
+	$(BIN)/ruff format attnlab tests scripts hydra_plugins
+	$(BIN)/ruff check --fix attnlab tests scripts hydra_plugins
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py

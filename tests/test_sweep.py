@@ -14,7 +14,10 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_module
 
-SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+# hydra/launcher=slurm: attnlab's subclass of the plugin's launcher (waits for every job; job
+# states from squeue without SLURM accounting); the plugin's own preset keeps the plugin's.
+SLURM_LAUNCHER = "hydra_plugins.attnlab_slurm.launcher.SlurmLauncher"
+PLUGIN_SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
 # Each job uses one torch thread: two parallel jobs on a two-core machine stay fast.
 # data.train_lengths is repeated on purpose: sweep.yaml's sweeper params would otherwise
 # override preset=tiny's [1, 3] with [1, 8] (see test_sweep_preset_sets_train_lengths).
@@ -158,6 +161,9 @@ def test_slurm_launcher_cfg_hydra(attnlab_cli, tmp_path):
 
 def test_slurm_launcher_composes():
     """The same composition as the CLI test above, through Hydra's compose API."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.launcher import Launcher
+
     from attnlab.models import registry
 
     registry.discover()  # the schemas of every reader, as the task modules register them
@@ -175,4 +181,10 @@ def test_slurm_launcher_composes():
         assert cfg.train.device == "cuda" and cfg.train.batch_size == 1024  # preset=gpu
 
         plain = compose("sweep", ["hydra/launcher=submitit_slurm"], return_hydra_config=True)
-        assert plain.hydra.launcher._target_ == SLURM_LAUNCHER
+        assert plain.hydra.launcher._target_ == PLUGIN_SLURM_LAUNCHER
+
+    # Hydra instantiates only the launchers its scan of the hydra_plugins namespace package
+    # found (in an editable install too, next to the submitit plugin's).
+    found = {f"{c.__module__}.{c.__name__}": c for c in Plugins.instance().discover(Launcher)}
+    assert SLURM_LAUNCHER in found, sorted(found)
+    assert issubclass(found[SLURM_LAUNCHER], found[PLUGIN_SLURM_LAUNCHER])
