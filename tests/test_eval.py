@@ -55,6 +55,16 @@ def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_cli):
                     assert im.width > 200 and im.height > 100
     assert (out / "attention_summary.png").stat().st_size > 1000
     assert "seen total" in res.stdout
+    # readings.csv: one row per strip, agreeing with the table's counts.
+    readings = pd.read_csv(out / "readings.csv", dtype={"truth": str, "reading": str})
+    assert len(readings) == 180 and readings.groupby("length").size().tolist() == [30] * 6
+    for row in per_length.to_dict("records"):
+        mine = readings[readings["length"] == int(row["length"])]
+        assert mine["correct"].sum() == round(row["exact_acc"] * row["n"])
+        assert mine["del"].sum() == row["del"] and mine["sub"].sum() == row["sub"]
+    assert "most confident failures" in res.stdout
+    for name in ("reliability.png", "stops.png", "pace.png", "thresholds.csv"):
+        assert (out / name).stat().st_size > 50, name
 
 
 def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_cli):
