@@ -11,6 +11,7 @@ from pathlib import Path
 
 from attnlab.io import write_bytes, write_text
 from attnlab.report.aggregate import aggregate, duplicate_seed_notes, train_groups
+from attnlab.report.calibration import calibration
 from attnlab.report.discover import ReportError, discover_runs
 from attnlab.report.figures import draw_plots
 from attnlab.report.findings import findings
@@ -47,7 +48,17 @@ def build_report(paths: list[Path], out_dir: Path) -> Path:
         table = summary_table(group) if not group.agg.empty else None
         probes, rows = probe_section(group)
         probe_rows.append(rows)
-        sections.append(Section(group.train, plots, table, gallery(group), findings(group), probes))
+        sections.append(
+            Section(
+                group.train,
+                plots,
+                table,
+                gallery(group),
+                findings(group),
+                probes,
+                calibration(group),
+            )  # fmt: skip
+        )
     dup_notes = duplicate_seed_notes(runs)
     tables = [s.table for s in sections if s.table is not None]
     write_text(out_dir / SUMMARY_CSV, agg.to_csv(index=False))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from attnlab.report.aggregate import MIN_SEEDS_T
+from attnlab.report.calibration import ReaderCalibration
 from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot
 from attnlab.report.gallery import MAX_MAPS_SHOWN, ReaderMaps
@@ -36,6 +37,7 @@ class Section:
     gallery: list[ReaderMaps]
     findings: list[str]  # sentences generated from the numbers (report.findings)
     probes: ProbeSection | None = None  # what `attnlab probe` found (report.probes)
+    calibration: list[ReaderCalibration] = field(default_factory=list)  # report.calibration
 
 
 @dataclass(frozen=True)
