@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from attnlab.io import atomic_write
 from attnlab.models import registry
 from attnlab.models.base import Reader
 from attnlab.rundir import RunDir
+from attnlab.runtime import resolve_device
 
 # Format 2: the model config holds the reader's own fields only (format 1 held every
 # reader's fields in one flat section; those files are read by dropping the others).
@@ -76,6 +78,25 @@ def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[Reader, Expe
     load_weights(reader, ckpt, path)
     reader.eval()
     return reader, cfg
+
+
+@dataclass
+class Restored:
+    """A checkpoint read back: the file's contents, its reader (eval mode, on the device) and
+    the run's config."""
+
+    ckpt: dict[str, Any]
+    reader: Reader
+    config: ExperimentConfig
+    device: torch.device
+
+
+def restore(path: Path, device: str = "auto") -> Restored:
+    """Load ``path`` and rebuild its reader on ``device`` (auto: CUDA when present)."""
+    ckpt = load(path)
+    reader, cfg = restore_reader(ckpt, path)
+    dev = resolve_device(device)
+    return Restored(ckpt, reader.to(dev), cfg, dev)
 
 
 def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None:

@@ -30,7 +30,6 @@ from attnlab.io import atomic_dir, atomic_write, write_text
 from attnlab.models import registry
 from attnlab.records import confident_failures, readings_table, records_for
 from attnlab.rundir import EVAL, EvalDir, EvalMeta
-from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 registry.discover()
@@ -65,10 +64,8 @@ def evaluate_run(
 
 
 def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
-    ckpt = checkpoint.load(ckpt_path)
-    reader, exp = checkpoint.restore_reader(ckpt, ckpt_path)
-    dev = resolve_device(device)
-    reader.to(dev)
+    got = checkpoint.restore(ckpt_path, device)
+    ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
     seen = seen_lengths(exp.data)
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 

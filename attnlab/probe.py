@@ -47,7 +47,6 @@ from attnlab.interventions import (
 from attnlab.io import atomic_dir, atomic_write, write_figure
 from attnlab.models import registry
 from attnlab.rundir import PROBE, ProbeDir, ProbeMeta
-from attnlab.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 registry.discover()
@@ -69,10 +68,8 @@ def probe_run(
 
 
 def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
-    ckpt = checkpoint.load(ckpt_path)
-    reader, exp = checkpoint.restore_reader(ckpt, ckpt_path)
-    dev = resolve_device(device)
-    reader.to(dev)
+    got = checkpoint.restore(ckpt_path, device)
+    ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
     seen = seen_lengths(exp.data)
     lengths = default_lengths(seen) if cfg.lengths is None else sorted(set(cfg.lengths))
     name = cfg.name or "synthetic"

@@ -14,7 +14,6 @@ from attnlab.data.folder import load_image
 from attnlab.data.strips import pad_strips
 from attnlab.errors import UserError
 from attnlab.inference import read_strips
-from attnlab.runtime import resolve_device
 
 
 def map_names(paths: list[Path]) -> list[str]:
@@ -44,10 +43,8 @@ def read_files(
     say: Callable[[str], None],
 ) -> int:
     """Read every image that can be read; returns how many could not (each named on stderr)."""
-    ckpt_path = checkpoint.resolve(run, which)
-    reader, cfg = checkpoint.restore_reader(checkpoint.load(ckpt_path), ckpt_path)
-    dev = resolve_device(device)
-    reader.to(dev)
+    got = checkpoint.restore(checkpoint.resolve(run, which), device)
+    reader, cfg, dev = got.reader, got.config, got.device
     loaded, names, bad = [], [], 0
     for path in images:
         try:
