@@ -96,7 +96,7 @@ def test_a_tiny_reader_learns_a_fixed_batch(name):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], losses
 
 
