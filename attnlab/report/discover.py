@@ -203,20 +203,30 @@ def _read_evals(run: RunDir, info: RunInfo) -> None:
         info.problems.append("no evaluation")
 
 
+def current_meta(result, best_step: int | None):
+    """The metadata of a result folder (EvalDir or ProbeDir) that counts, or why it does
+    not: no metadata file (it is written last: the folder is partial), an unreadable one, or
+    one that read another checkpoint than the run's best (stale)."""
+    if not result.meta_file.is_file():
+        return f"partial (no {result.meta_file.name})"
+    try:
+        meta = result.read_meta()
+    except RunFileError as exc:
+        return str(exc)
+    if best_step is not None and meta.step != best_step:
+        return f"stale (read step {meta.step}, best is step {best_step})"
+    return meta
+
+
 def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | str:
     """The table and eval.json of an evaluation that counts, or why it does not count.
 
     eval.json is written last, so without it the evaluation is partial; one that read another
     checkpoint than the run's best is stale (the run trained on after it was evaluated).
     """
-    if not ev.meta_file.is_file():
-        return f"partial (no {ev.meta_file.name})"
-    try:
-        meta = ev.read_meta()
-    except RunFileError as exc:
-        return str(exc)
-    if info.best_step is not None and meta.step != info.best_step:
-        return f"stale (read step {meta.step}, best is step {info.best_step})"
+    meta = current_meta(ev, info.best_step)
+    if isinstance(meta, str):
+        return meta
     csv_name = ev.table_csv.name
     if not ev.table_csv.is_file():
         return f"no {csv_name}"

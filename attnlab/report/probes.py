@@ -28,8 +28,9 @@ from attnlab.report.aggregate import (
     seed_band,
     seeds_text,
 )
+from attnlab.report.discover import current_meta
 from attnlab.report.readers import ordered
-from attnlab.rundir import ProbeDir, RunFileError
+from attnlab.rundir import ProbeDir
 
 KEYS = ["train", "reader", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).
@@ -76,14 +77,9 @@ class ProbeSection:
 
 def _read_probe(pd_dir: ProbeDir, best_step: int | None):
     """(summary rows, meta) of a probe that counts, or why it does not count."""
-    if not pd_dir.meta_file.is_file():
-        return f"partial (no {pd_dir.meta_file.name})"
-    try:
-        meta = pd_dir.read_meta()
-    except RunFileError as exc:
-        return str(exc)
-    if best_step is not None and meta.step != best_step:
-        return f"stale (read step {meta.step}, best is step {best_step})"
+    meta = current_meta(pd_dir, best_step)
+    if isinstance(meta, str):
+        return meta
     try:
         table = pd.read_csv(pd_dir.summary, dtype={"length": str, "split": str})
     except (OSError, ValueError) as exc:
