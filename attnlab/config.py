@@ -37,6 +37,15 @@ class DataConfig:
     blur: list[float] = field(default_factory=lambda: [0.0, 0.8])  # Gaussian sigma, px
     contrast: list[float] = field(default_factory=lambda: [0.6, 1.0])
     background: list[float] = field(default_factory=lambda: [0.8, 1.0])
+    # Whole-strip variation, after the glyphs are placed. Geometry is vertical only, so every
+    # glyph keeps its columns and its span stays true.
+    dilate: float = 0.2  # share of strips whose ink is thickened by one pixel (morphology)
+    ink_gamma: list[float] = field(default_factory=lambda: [0.7, 1.6])  # ink**g: >1 thins
+    strip_scale: list[float] = field(default_factory=lambda: [0.85, 1.15])  # vertical, whole
+    strip_shift: float = 2.0  # max vertical shift of the whole string, px
+    wave: float = 1.0  # max amplitude of a smooth vertical wave along the strip (elastic), px
+    resample: list[float] = field(default_factory=lambda: [0.5, 1.0])  # down, then back up
+    shading: float = 0.15  # max darkening of the paper across the strip (a linear ramp)
     val_per_length: int = 200  # strips per seen length in the fixed validation sets
     eval_seed: int = 20_240_808  # fixed evaluation sets derive their seeds from this
 
@@ -96,6 +105,7 @@ class EvalConfig:
     name: str | None = None  # output name under eval/; None = derived from source and decoding
     maps_k: int = 3  # correct readings and failures drawn per length
     map_lengths: list[int] | None = None  # None = a few seen and unseen lengths
+    head_maps: int = 1  # per map length: correct readings and failures drawn head by head
     n_boot: int = 1000
     oracle_length: bool = False  # also read with EOS forced at exactly the true length
     ece_bins: int = 10  # equal-mass bins of the calibration error and reliability diagram
@@ -252,6 +262,14 @@ def check_data(d: Any) -> None:
     _check_pairs(d, "data", ["shear", "rotation"], low=-90.0)
     _check_pairs(d, "data", ["gap"], low=-64.0)
     _check_pairs(d, "data", ["margin"])
+    _check_pairs(d, "data", ["ink_gamma", "strip_scale"], low=0.1)
+    _check_pairs(d, "data", ["resample"], low=0.1)
+    _require(d.resample[1] <= 1.0, "data.resample", list(d.resample), "must be factors <= 1")
+    for key, high in (("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0)):
+        value = getattr(d, key)
+        _require(
+            _finite(value) and 0 <= value <= high, f"data.{key}", value, f"must be in [0, {high:g}]"
+        )
 
 
 def check_model(m: Any) -> None:
@@ -274,6 +292,7 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
     _require(e.batch_size >= 1, f"{prefix}.batch_size", e.batch_size, "must be >= 1")
     _require(e.beam >= 1, f"{prefix}.beam", e.beam, "must be >= 1 (1 = greedy)")
     _require(e.maps_k >= 0, f"{prefix}.maps_k", e.maps_k, "must be >= 0")
+    _require(e.head_maps >= 0, f"{prefix}.head_maps", e.head_maps, "must be >= 0")
     _require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
     _require(e.ece_bins >= 1, f"{prefix}.ece_bins", e.ece_bins, "must be >= 1")
     _require(

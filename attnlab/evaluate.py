@@ -15,6 +15,7 @@ from pathlib import Path
 import hydra
 import numpy as np
 import pandas as pd
+import torch
 from omegaconf import DictConfig
 from rapidfuzz.distance import Levenshtein
 
@@ -140,6 +141,9 @@ def _write_evaluation(
         )
         for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
             say(line)
+        drawn = draw_head_maps(out, reader, dev, readings_by_length, map_lengths, cfg.head_maps)
+        if drawn:
+            say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
         maps.draw_attention_summary(out.attention_summary, table, seen)
         paces = {
             n: pace_tracks(r.texts, strips.labels, r.weights)
@@ -215,6 +219,40 @@ def draw_maps(
                     f"(fewer than k={k})"
                 )
     return lines
+
+
+def draw_head_maps(out: EvalDir, reader, dev, readings_by_length, lengths, k: int) -> int:
+    """Per-head maps of the first k correct readings and k failures of each map length, for
+    a reader with several attention heads (``Reader.head_weights``); returns how many."""
+    drawn = 0
+    for n in lengths:
+        if n not in readings_by_length or k == 0:
+            continue
+        strips, r = readings_by_length[n]
+        exact = r.exact(strips.labels)
+        for kind, pick in (("correct", np.flatnonzero(exact)), ("failure", np.flatnonzero(~exact))):
+            chosen = pick[:k].tolist()
+            if not chosen:
+                continue
+            sub = strips.select(chosen)
+            texts = [r.texts[i] for i in chosen]
+            with torch.no_grad():
+                heads = reader.head_weights(sub.images.to(dev), sub.widths.to(dev), texts)
+            if heads is None:
+                return drawn
+            for j, i in enumerate(chosen):
+                cols = int(r.weights[i].shape[-1])
+                maps.draw_head_maps(
+                    out.head_map_path(n, kind, j),
+                    strips.images[i, :, : int(strips.widths[i])].numpy(),
+                    {name: w[j, :, :cols].float().cpu().numpy() for name, w in heads.items()},
+                    reader.encoder.stride,
+                    strips.labels[i],
+                    r.texts[i],
+                    strips.spans[i, : len(strips.labels[i])].numpy(),
+                )
+                drawn += 1
+    return drawn
 
 
 def _by_length(strips: StripBatch) -> dict[int, list[int]]:

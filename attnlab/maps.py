@@ -158,6 +158,76 @@ def draw_attention_map(
     write_figure(path, fig)
 
 
+def draw_head_maps(
+    path: Path,
+    image: np.ndarray,
+    heads: dict[str, np.ndarray],
+    stride: int,
+    truth: str | None,
+    reading: str,
+    spans: np.ndarray | None,
+) -> None:
+    """One panel per attention head ("layer i head j"; layers down, heads across), each the
+    weights (S, T) of every output step of ``reading`` over the strip's pixel x-axis, with
+    the strip above every column of panels and the true glyph spans outlined, as in
+    ``draw_attention_map``."""
+    names = list(heads)
+    if not names:
+        raise ValueError("draw_head_maps: no heads to draw")
+    per_layer: dict[str, list[str]] = {}  # "layer i" -> its heads, in the reader's order
+    for name in names:
+        per_layer.setdefault(name.split(" head ")[0], []).append(name)
+    layers = list(per_layer)
+    cols = max(len(v) for v in per_layer.values())
+    image = np.asarray(image, dtype=np.float64)
+    h, w = image.shape
+    spans = np.zeros((0, 2)) if spans is None else np.asarray(spans).reshape(-1, 2)
+    n_rows = len(reading) + 1
+    t = next(iter(heads.values())).shape[-1]
+    x_max = max(w, t * stride)
+    labels = _row_labels(reading if truth is None else truth, reading, n_rows)
+    panel_w = float(np.clip(1.5 + x_max / 40.0, 3.0, 7.0))
+    panel_h = max(0.9, 0.22 * n_rows)
+    fig = Figure(
+        figsize=(panel_w * cols + 0.8, 0.7 + panel_h * len(layers) + 0.9), layout="constrained"
+    )
+    gs = fig.add_gridspec(1 + len(layers), cols, height_ratios=[0.7] + [panel_h] * len(layers))
+    for j in range(cols):
+        ax = fig.add_subplot(gs[0, j])
+        ax.imshow(image, cmap="gray", vmin=0, vmax=1, extent=(0, w, h, 0), aspect="auto")
+        for a, b in spans:
+            ax.axvspan(a, b, color=_SPAN_COLOUR, alpha=0.12, lw=0)
+        ax.set_xlim(0, x_max)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    im = None
+    for i, layer in enumerate(layers):
+        for j, name in enumerate(per_layer[layer]):
+            ax = fig.add_subplot(gs[1 + i, j])
+            weights = np.asarray(heads[name], dtype=np.float64)[:n_rows]
+            im = ax.imshow(
+                weights, cmap="Blues", vmin=0, vmax=1, aspect="auto", interpolation="nearest",
+                extent=(0, t * stride, n_rows - 0.5, -0.5),
+            )  # fmt: skip
+            for k, (a, b) in enumerate(spans[:n_rows]):
+                ax.add_patch(
+                    Rectangle((a, k - 0.5), b - a, 1.0, fill=False, edgecolor=_SPAN_COLOUR, lw=1)
+                )
+            ax.set_xlim(0, x_max)
+            ax.set_title(name, fontsize=9)
+            ax.set_yticks(range(n_rows), [lab for lab, _ in labels], fontsize=7)
+            for tick, (_, wrong) in zip(ax.get_yticklabels(), labels, strict=True):
+                if wrong:
+                    tick.set_color(_WRONG_COLOUR)
+            ax.tick_params(axis="x", labelsize=7)
+    fig.colorbar(im, ax=fig.axes, shrink=0.6, label="weight")
+    verdict = f"read {reading or '(empty)'}"
+    if truth is not None:
+        verdict = f"truth {truth} | {verdict} | {'correct' if truth == reading else 'wrong'}"
+    fig.suptitle(f"cross-attention of every head: {verdict}", fontsize=11)
+    write_figure(path, fig)
+
+
 def _runs(values: Sequence[int]) -> list[tuple[int, int]]:
     """Contiguous runs [(first, last), ...] of a set of integers."""
     out: list[tuple[int, int]] = []

@@ -313,6 +313,12 @@ class EvalDir:
             raise ValueError(f"map kind must be one of {MAP_KINDS}, got {kind!r}")
         return self.maps / f"len{length:02d}_{kind}_{index}.png"
 
+    def head_map_path(self, length: int, kind: str, index: int) -> Path:
+        """Per-head maps of a reader with several attention heads, beside its maps."""
+        return self.map_path(length, kind, index).with_name(
+            f"heads_len{length:02d}_{kind}_{index}.png"
+        )
+
     def map_files(self) -> dict[tuple[int, str], list[Path]]:
         """(length, kind) -> map PNGs in index order."""
         found: dict[tuple[int, str], list[tuple[int, Path]]] = {}

@@ -17,8 +17,19 @@ from attnlab.models.base import Reader
 @functools.cache
 def tiny_config(name: str, *overrides: str) -> DictConfig:
     """``attnlab train preset=tiny model=NAME`` as composed by Hydra (no run)."""
+    registry.discover()  # the readers' schemas are in the ConfigStore once their modules load
     with initialize_config_module(config_module="attnlab.conf", version_base="1.3"):
         return compose("train", overrides=["preset=tiny", f"model={name}", *overrides])
+
+
+def clean_data(**overrides) -> DataConfig:
+    """``data=clean`` (conf/data/clean.yaml: no variation at all) with some keys changed."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    clean = OmegaConf.to_container(OmegaConf.load(files("attnlab.conf") / "data" / "clean.yaml"))
+    return DataConfig(**{**clean, **overrides})
 
 
 def tiny_reader(name: str, *overrides: str, seed: int = 0) -> Reader:

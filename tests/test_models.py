@@ -103,6 +103,8 @@ def test_a_tiny_reader_learns_a_tiny_task(kind):
         font_sizes=[26], stroke_widths=[0], variants=1, scale=[1.0, 1.0], shear=[0.0, 0.0],
         rotation=[0.0, 0.0], v_offset=0, noise=[0.0, 0.0], blur=[0.0, 0.0],
         fonts=["bundled"], exclude_fonts=["STIX", "cm", "pillow", "Oblique", "Italic", "Bold"],
+        dilate=0.0, ink_gamma=[1.0, 1.0], strip_scale=[1.0, 1.0], strip_shift=0.0, wave=0.0,
+        resample=[1.0, 1.0], shading=0.0,
     )  # fmt: skip
     m = reader(kind).train()
     stream = TrainStream(StripSynth(clean), [1, 2], batch_size=64, seed=0)

@@ -1,15 +1,12 @@
 """Synthetic strips: determinism, spans where the ink is, masks, fixed sets."""
 
 import torch
+from readers_util import clean_data
 
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream, bundled_fonts, fixed_set, glyph_bank
 
-CLEAN = DataConfig(
-    font_sizes=[26], stroke_widths=[0], variants=1, scale=[1.0, 1.0], shear=[0.0, 0.0],
-    rotation=[0.0, 0.0], v_offset=0, gap=[2, 2], margin=[4, 4], noise=[0.0, 0.0],
-    blur=[0.0, 0.0], contrast=[1.0, 1.0], background=[1.0, 1.0],
-)  # fmt: skip
+CLEAN = clean_data()
 
 
 def sample(cfg: DataConfig, lengths, seed: int):
@@ -100,3 +97,63 @@ def test_excluded_fonts_are_left_out():
         DataConfig(font_sizes=[26], stroke_widths=[0], variants=1, exclude_fonts=["DejaVu"])
     )
     assert not any(r.startswith("DejaVu") for r in bank.renderings)
+
+
+WARPED = clean_data(
+    ink_gamma=[0.6, 1.8], strip_scale=[0.75, 1.25], strip_shift=3.0, wave=2.5,
+    resample=[0.5, 1.0], shading=0.3,
+)  # fmt: skip
+
+
+def test_whole_strip_variation_is_deterministic_per_seed_and_varies_the_strips():
+    a, b = sample(WARPED, [3, 7, 5, 2], seed=5), sample(WARPED, [3, 7, 5, 2], seed=5)
+    assert torch.equal(a.images, b.images) and torch.equal(a.spans, b.spans)
+    c = sample(WARPED, [3, 7, 5, 2], seed=6)
+    assert not torch.equal(a.images[:, :, :20], c.images[:, :, :20])
+    plain = StripSynth(CLEAN).render(
+        torch.tensor([[1, 2, 3, 4]]), torch.Generator().manual_seed(0)
+    )  # the same string, unvaried and varied: same columns, other pixels
+    varied = StripSynth(WARPED).render(
+        torch.tensor([[1, 2, 3, 4]]), torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(plain.spans, varied.spans) and torch.equal(plain.widths, varied.widths)
+    assert (plain.images - varied.images).abs().max() > 0.3
+
+
+def ink_rows(strip: torch.Tensor) -> tuple[int, int]:
+    rows = torch.nonzero((strip < 0.5).any(1)).flatten()
+    return int(rows[0]), int(rows[-1])
+
+
+def test_warps_keep_glyph_spans_on_the_ink_and_move_the_string_vertically():
+    # Vertical geometry and resampling only move ink within its columns (resampling blurs
+    # a pixel at most): spans still hold the ink, and nothing lies outside them.
+    s = sample(WARPED, [6, 3, 8, 5, 4, 7], seed=1)
+    tops = []
+    for i, label in enumerate(s.labels):
+        ink = (s.images[i] < 0.5).any(0)
+        near = torch.zeros_like(ink)
+        for start, end in s.spans[i, : len(label)].tolist():
+            assert ink[start:end].any(), "every glyph span holds ink"
+            near[max(0, start - 1) : end + 1] = True
+        assert not (ink & ~near).any(), "no ink more than a pixel outside the glyph spans"
+        tops.append(ink_rows(s.images[i])[0])
+    assert len(set(tops)) > 2  # the string sits at different heights
+
+
+def test_dilation_thickens_and_gamma_thins_the_strokes():
+    def ink(cfg) -> float:
+        s = StripSynth(cfg).render(torch.tensor([[0, 4, 8, 1]]), torch.Generator().manual_seed(0))
+        return float((1 - s.images).sum())
+
+    base = ink(CLEAN)
+    assert ink(clean_data(dilate=1.0)) > 1.2 * base
+    assert ink(clean_data(ink_gamma=[2.0, 2.0])) < 0.9 * base
+    assert ink(clean_data(ink_gamma=[0.5, 0.5])) > 1.05 * base
+
+
+def test_shading_darkens_the_paper_towards_one_end():
+    s = sample(clean_data(shading=0.5), [5] * 8, seed=2)
+    left, right = s.images[:, 0, 0], s.images[:, 0, s.widths - 1].diagonal()
+    assert float((left - right).abs().max()) > 0.1
+    assert float(s.images.max()) <= 1.0

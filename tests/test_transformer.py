@@ -259,3 +259,59 @@ def test_loss_and_reading_run_under_bf16_autocast():
         out = m.read(s.images, s.widths, beam=2, lengths=torch.tensor([2, 5]))
     assert torch.isfinite(loss) and [len(t) for t in out.texts] == [2, 5]
     assert torch.allclose(out.weights.sum(-1)[:, 0], torch.ones(2), atol=1e-2)
+
+
+# --- per-head maps --------------------------------------------------------------------------
+
+
+def test_every_heads_weights_are_those_free_decoding_had_and_average_to_the_readers():
+    m = tiny_reader(NAME, seed=3)
+    s = strips([2, 5, 4])
+    with torch.no_grad():
+        out = m.read(s.images, s.widths)
+        heads = m.head_weights(s.images, s.widths, out.texts)
+    assert sorted(heads) == [f"layer {i} head {j}" for i in (1, 2) for j in (1, 2)]
+    last = torch.stack([heads["layer 2 head 1"], heads["layer 2 head 2"]]).mean(0)
+    for i, text in enumerate(out.texts):
+        steps = len(text) + 1
+        assert torch.allclose(last[i, :steps], out.weights[i, :steps], atol=1e-5)
+    first = heads["layer 1 head 1"]
+    assert torch.allclose(first.sum(-1), torch.ones(first.shape[:2]), atol=1e-5)
+    assert not torch.allclose(first, heads["layer 2 head 1"])
+
+
+def test_readers_with_one_attention_have_no_head_maps():
+    m = tiny_reader("attention")
+    s = strips([2])
+    assert m.head_weights(s.images, s.widths, ["12"]) is None
+
+
+def test_a_column_encoder_without_its_bigru_gives_features_only():
+    m = tiny_reader(NAME, "model.encoder=transformer")
+    s = strips([3])
+    feats, lengths = m.encoder.features(s.images, s.widths)
+    assert feats.shape[:2] == (1, int(lengths[0]))
+    with pytest.raises(RuntimeError, match="features"):
+        m.encoder(s.images, s.widths)
+
+
+def test_eval_draws_per_head_maps_of_a_transformer_run(tmp_path, attnlab_cli):
+    run = tmp_path / "run"
+    res = attnlab_cli(
+        "train", "preset=tiny", "model=transformer", "train.steps=3", "train.progress=plain",
+        f"hydra.run.dir={run}", cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    res = attnlab_cli(
+        "eval", run, "eval.n=6", "eval.maps_k=1", "eval.map_lengths=[3]", "eval.head_maps=1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    maps = run / "eval" / "synthetic-greedy" / "maps"
+    heads = sorted(p.name for p in maps.glob("heads_*.png"))
+    assert heads and all(name.startswith("heads_len03_") for name in heads)
+    from PIL import Image
+
+    with Image.open(maps / heads[0]) as im:
+        assert im.width > 400 and im.height > 300
+    assert "per-head maps" in res.stdout

@@ -342,23 +342,96 @@ class StripSynth:
         first_col = rows[:, None] * canvas_w + starts  # (B, L)
         idx = first_col[valid][:, None] + torch.arange(wg)  # (G, Wg)
         canvas.index_add_(0, idx.reshape(-1), glyphs.reshape(-1, h).float())
-        # Per-strip appearance, in place on the canvas: paper level, ink contrast, noise.
-        paper = _uniform(d.background, b, gen)[:, None]
-        contrast = _uniform(d.contrast, b, gen)[:, None]
+        ink = canvas.view(b, canvas_w, h).transpose(1, 2).mul(1 / 255.0).clamp_(max=1.0)
+        ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
+        # Per-strip appearance: paper level (with shading), ink contrast, noise.
+        paper = _uniform(d.background, b, gen)[:, None, None]
+        contrast = _uniform(d.contrast, b, gen)[:, None, None]
         noise_sd = _uniform(d.noise, b, gen)[:, None]
-        pixels = canvas.view(b, canvas_w * h).clamp_(max=255.0)  # ink, 255 = full
-        pixels.mul_(-paper * contrast / 255.0).add_(paper)
+        paper = paper * _shading(strip_w, canvas_w, d.shading, gen)[:, None, :]  # (B, 1, W)
+        pixels = paper - paper * contrast * ink
         if float(noise_sd.max()) > 0:
             windows = _noise_windows(h, canvas_w)
             pick = torch.randint(0, windows.shape[0], (b,), generator=gen)
-            pixels.addcmul_(noise_sd, windows[pick])
+            pixels = pixels + (noise_sd * windows[pick]).view(b, h, canvas_w)
         pixels.clamp_(0.0, 1.0)
         outside = torch.arange(canvas_w) >= strip_w[:, None]  # (B, W + Wg)
-        canvas = canvas.view(b, canvas_w, h).masked_fill_(outside[..., None], 1.0)
-        images = canvas[:, :wmax].transpose(1, 2).contiguous()  # (B, H, W)
+        pixels.masked_fill_(outside[:, None, :], 1.0)
+        images = pixels[:, :, :wmax].contiguous()  # (B, H, W)
         spans = torch.stack([starts, starts + widths], -1) * valid[..., None]
         labels = ["".join(DIGITS[i] for i in row if i >= 0) for row in digits.tolist()]
         return StripBatch(images, strip_w, labels, spans)
+
+
+def _levels(lo_hi) -> list[float]:
+    """Three levels across a [low, high] range (one when it is a single value)."""
+    lo, hi = float(lo_hi[0]), float(lo_hi[1])
+    return [lo] if hi - lo < 1e-6 else [lo, (lo + hi) / 2, hi]
+
+
+def vary_strips(
+    ink: torch.Tensor, widths: torch.Tensor, d: DataConfig, gen: torch.Generator
+) -> torch.Tensor:
+    """Whole-strip variation of placed glyphs: ink (B, H, W) in [0, 1] -> the same, varied.
+
+    Stroke: a share of strips dilated by one pixel, then ink ** gamma (above 1 the faint
+    edges fade: thinner strokes). Geometry, vertical only (columns keep their ink, so glyph
+    spans stay true): the whole string scaled about its middle row, shifted, and bent by a
+    smooth wave along the strip. Resolution: strips drawn at a smaller height (area
+    downscale) and resized back (bilinear), as a scan or a photo of other size would be.
+    Every draw comes from ``gen``, in a fixed order, whether or not a variation is on.
+    """
+    b, h, w = ink.shape
+    dilated = torch.rand(b, generator=gen) < d.dilate
+    gamma = _uniform(d.ink_gamma, b, gen)
+    scale = _uniform(d.strip_scale, b, gen)
+    shift = _uniform([-d.strip_shift, d.strip_shift], b, gen)
+    amp = _uniform([0.0, d.wave], b, gen)
+    period = _uniform([3.0 * h, 8.0 * h], b, gen)  # px along the strip
+    phase = _uniform([0.0, 2 * math.pi], b, gen)
+    levels = _levels(d.resample)
+    level = torch.randint(0, len(levels), (b,), generator=gen)
+
+    if bool(dilated.any()):
+        x = ink[dilated][:, None]
+        ink[dilated] = F.max_pool2d(F.pad(x, (0, 1, 0, 1)), 2, stride=1)[:, 0]
+    if float((gamma - 1).abs().max()) > 1e-6:
+        ink = ink.pow(gamma[:, None, None])
+    if float((scale - 1).abs().max()) > 1e-6 or d.strip_shift > 0 or d.wave > 0:
+        # Output row y of column x samples input row mid + (y - mid - shift - wave(x)) / scale.
+        xs = torch.arange(w, dtype=torch.float32)
+        ys = torch.arange(h, dtype=torch.float32)
+        wave = amp[:, None] * torch.sin(2 * math.pi * xs[None] / period[:, None] + phase[:, None])
+        mid = (h - 1) / 2
+        src_y = (
+            mid
+            + (ys[None, :, None] - mid - shift[:, None, None] - wave[:, None, :])
+            / (scale[:, None, None])
+        )  # (B, H, W)
+        grid_y = (2 * src_y + 1) / h - 1  # align_corners=False normalisation
+        grid_x = ((2 * xs + 1) / w - 1).expand(b, h, w)
+        grid = torch.stack([grid_x, grid_y], -1)
+        ink = F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
+    for i, f in enumerate(levels):
+        rows = level == i
+        if f >= 1.0 - 1e-6 or not bool(rows.any()):
+            continue
+        small = F.interpolate(
+            ink[rows][:, None], size=(max(4, round(h * f)), max(1, round(w * f))), mode="area"
+        )
+        ink[rows] = F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)[:, 0]
+    return ink.clamp_(0.0, 1.0)
+
+
+def _shading(widths: torch.Tensor, canvas_w: int, amount: float, gen: torch.Generator):
+    """(B, W) paper factor: 1 at one end of the strip, down to 1 - a at the other
+    (a drawn in [0, amount], the direction at random): uneven light on the page."""
+    b = len(widths)
+    a = _uniform([0.0, amount], b, gen)
+    flip = torch.rand(b, generator=gen) < 0.5
+    ramp = (torch.arange(canvas_w)[None] / widths[:, None].clamp(min=1)).clamp(max=1.0)
+    ramp = torch.where(flip[:, None], 1.0 - ramp, ramp)
+    return 1.0 - a[:, None] * ramp
 
 
 def set_seed(base: int, purpose: str, length: int) -> int:

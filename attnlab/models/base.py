@@ -34,9 +34,11 @@ class Reader(nn.Module):
 
     name: ClassVar[str] = ""  # set by the registry
 
-    def __init__(self, cfg: ModelConfig, height: int):
+    def __init__(self, cfg: ModelConfig, height: int, recurrent: bool = True):
+        """``recurrent`` False builds the column encoder without its BiGRU, for a reader that
+        encodes the column features its own way (``self.encoder.features``)."""
         super().__init__()
-        self.encoder = ColumnEncoder(cfg, height)
+        self.encoder = ColumnEncoder(cfg, height, recurrent)
 
     def loss(self, images: torch.Tensor, widths: torch.Tensor, labels: list[str]) -> torch.Tensor:
         """images (B, H, W), widths (B,), labels: the training loss of the batch (a scalar)."""
@@ -63,6 +65,15 @@ class Reader(nn.Module):
         at its step, reading ``texts`` as given (teacher forcing); 0 past the end. Used by
         the intervention probes; a reader that cannot say raises NotImplementedError."""
         raise NotImplementedError
+
+    def head_weights(
+        self, images: torch.Tensor, widths: torch.Tensor, texts: list[str]
+    ) -> dict[str, torch.Tensor] | None:
+        """Every attention head's weights over the columns, by name (e.g. "layer 2 head 1"),
+        each (B, Lmax + 1, T), reading ``texts`` as given (teacher forcing: one step per
+        digit, then EOS's). None (the default): the reader has one attention, its weights.
+        ``attnlab eval`` draws these per-head maps for a few strips."""
+        return None
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -52,8 +52,8 @@ class Memory:
 class StepwiseReader(Reader):
     """Encoder + a decoder that reads one token per step (embedding, init, output layer)."""
 
-    def __init__(self, cfg: StepwiseConfig, height: int):
-        super().__init__(cfg, height)
+    def __init__(self, cfg: StepwiseConfig, height: int, recurrent: bool = True):
+        super().__init__(cfg, height, recurrent)
         self.embed = nn.Embedding(tokens.VOCAB, cfg.embed)
         state = self.encoder.state_size
         self.init = nn.Linear(state, cfg.dec_hidden)

@@ -18,7 +18,9 @@ from attnlab.errors import UserError
 
 
 class ColumnEncoder(nn.Module):
-    def __init__(self, cfg: ModelConfig, height: int):
+    def __init__(self, cfg: ModelConfig, height: int, recurrent: bool = True):
+        """``recurrent`` False: no BiGRU, for a reader that encodes the column features
+        itself (``features``); calling the encoder then is an error."""
         super().__init__()
         halvings = int(math.log2(cfg.stride)) if cfg.stride >= 1 else -1
         if 2**halvings != cfg.stride:
@@ -53,10 +55,17 @@ class ColumnEncoder(nn.Module):
         else:
             self.proj = nn.Linear(self.column_features, 2 * cfg.hidden)
         self.norm = nn.LayerNorm(2 * cfg.hidden) if cfg.column_norm else nn.Identity()
-        self.gru = nn.GRU(
-            2 * cfg.hidden, cfg.hidden, num_layers=cfg.layers, batch_first=True,
-            bidirectional=True,
-        )  # fmt: skip
+        self.gru = (
+            nn.GRU(
+                2 * cfg.hidden,
+                cfg.hidden,
+                num_layers=cfg.layers,
+                batch_first=True,
+                bidirectional=True,
+            )  # fmt: skip
+            if recurrent
+            else None
+        )
         self.hidden = cfg.hidden
 
     @property
@@ -67,11 +76,12 @@ class ColumnEncoder(nn.Module):
         """Pixel widths (B,) -> number of encoder columns (B,)."""
         return torch.div(widths + self.stride - 1, self.stride, rounding_mode="floor")
 
-    def forward(self, images: torch.Tensor, widths: torch.Tensor):
+    def features(self, images: torch.Tensor, widths: torch.Tensor):
         """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
 
-        Returns states (B, T, 2H), lengths (B,) in columns, summary (B, 2H): the final
-        forward state (after the last real column) joined with the final backward state.
+        Returns the column features (B, T, 2H) before any recurrence (stem, column layer and
+        norm; what a reader with its own column encoder starts from) and lengths (B,) in
+        columns. Features of padded columns depend on nothing past the strip's width.
         """
         b, _, w = images.shape
         lengths = self.column_lengths(widths)  # (B,)
@@ -95,7 +105,18 @@ class ColumnEncoder(nn.Module):
             feats = x.permute(0, 3, 1, 2).reshape(b, t, -1)  # (B, T, C*H')
         else:
             feats = x[:, 0].reshape(b, -1, t, self.stride).permute(0, 2, 1, 3).reshape(b, t, -1)
-        feats = self.norm(torch.relu(self.proj(feats)))  # (B, T, 2H)
+        return self.norm(torch.relu(self.proj(feats))), lengths  # (B, T, 2H), (B,)
+
+    def forward(self, images: torch.Tensor, widths: torch.Tensor):
+        """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
+
+        Returns states (B, T, 2H), lengths (B,) in columns, summary (B, 2H): the final
+        forward state (after the last real column) joined with the final backward state.
+        """
+        if self.gru is None:
+            raise RuntimeError("this column encoder was built without its BiGRU: use features()")
+        feats, lengths = self.features(images, widths)
+        t = feats.shape[1]
         packed = pack_padded_sequence(
             feats.float(), lengths.cpu(), batch_first=True, enforce_sorted=False
         )

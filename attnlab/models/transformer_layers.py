@@ -347,23 +347,29 @@ class Decoder(nn.Module):
         kv: torch.Tensor,
         mask: torch.Tensor,
         past: torch.Tensor | None = None,
+        every_head: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """x (B, S, D): embeddings of the tokens at positions P..P+S-1, where P is the
         number of cached positions (``past`` (B, L, 2, h, P, dh); None = no cache, P = 0);
         kv (B, L, 2, h, T, dh) from ``keys_values``; mask (B, T) True on real columns.
 
-        Returns the normalised outputs (B, S, D), the cross-attention weights (B, S, T) and
-        the cache extended to P+S positions (None without ``past``).
+        Returns the normalised outputs (B, S, D), the cross-attention weights (B, S, T) (or,
+        with ``every_head``, every layer's and head's: (B, L, h, S, T)) and the cache
+        extended to P+S positions (None without ``past``).
         """
         start = 0 if past is None else past.shape[-2]
         x = self.drop(self.positions.add(x, start))
-        presents, weights = [], None
+        presents, kept = [], []
         for i, layer in enumerate(self.layers):
             layer_past = None if past is None else past[:, i]
-            need = i == self.weights_layer
+            need = every_head or i == self.weights_layer
             x, w, present = layer(x, self.positions, start, kv[:, i], mask, layer_past, need)
-            weights = w if need else weights
+            kept += [w] if need else []
             presents.append(present)
-        weights = weights.mean(1) if self.weights_head is None else weights[:, self.weights_head]
+        if every_head:
+            weights = torch.stack(kept, 1)  # (B, L, h, S, T)
+        else:
+            (w,) = kept
+            weights = w.mean(1) if self.weights_head is None else w[:, self.weights_head]
         cache = None if past is None else torch.stack(presents, 1)
         return self.norm(x), weights, cache

@@ -64,21 +64,6 @@ class TransformerMemory(Memory):
     kv: torch.Tensor  # (B, L, 2, h, T, dh) every decoder layer's cross-attention keys, values
 
 
-class _NoRecurrence(nn.Module):
-    """Stands in for the shared encoder's BiGRU when a transformer encodes the columns: hands
-    the packed column features through unchanged (the encoder pads them back to (B, T, 2H),
-    zero on padding) with a zero final state. The stem, column layers and normalisation of
-    ``ColumnEncoder`` stay exactly as every reader has them."""
-
-    def __init__(self, hidden: int):
-        super().__init__()
-        self.hidden = hidden
-
-    def forward(self, packed):
-        batch = int(packed.batch_sizes[0])  # every strip has at least one column
-        return packed, packed.data.new_zeros(2, batch, self.hidden)
-
-
 def check_config(cfg: TransformerConfig) -> None:
     """Values a type cannot rule out; a UserError naming the key (raised before a run writes
     anything: the Trainer builds the reader first)."""
@@ -116,13 +101,12 @@ def check_config(cfg: TransformerConfig) -> None:
 class TransformerReader(StepwiseReader):
     def __init__(self, cfg: TransformerConfig, height: int):
         check_config(cfg)
-        super().__init__(cfg, height)
-        d, transformer_columns = cfg.dec_hidden, Columns(cfg.encoder) is Columns.transformer
+        transformer_columns = Columns(cfg.encoder) is Columns.transformer
+        super().__init__(cfg, height, recurrent=not transformer_columns)
+        d = cfg.dec_hidden
         del self.init  # a transformer decoder starts from BOS alone, not from a summary
         self.out = nn.Linear(d, tokens.VOCAB)  # after the decoder's final LayerNorm
         self.embed_proj = nn.Identity() if cfg.embed == d else nn.Linear(cfg.embed, d, bias=False)
-        if transformer_columns:
-            self.encoder.gru = _NoRecurrence(cfg.hidden)
         self.columns = nn.Linear(self.encoder.state_size, d)  # (B, T, 2H) -> (B, T, D)
         rel = (cfg.rel_buckets, cfg.rel_max_distance)
         enc_pos = Positions(
@@ -146,7 +130,10 @@ class TransformerReader(StepwiseReader):
 
     def encode(self, images, widths) -> TransformerMemory:
         # BiGRU states, or the column features themselves under encoder=transformer.
-        states, lengths, _ = self.encoder(images, widths)  # (B, T, 2H), (B,)
+        if self.encoder.gru is None:
+            states, lengths = self.encoder.features(images, widths)  # (B, T, 2H), (B,)
+        else:
+            states, lengths, _ = self.encoder(images, widths)
         cols = torch.arange(states.shape[1], device=states.device)
         mask = cols[None, :] < lengths[:, None]  # (B, T) padding mask
         x = self.column_encoder(self.columns(states), mask)  # (B, T, D)
@@ -173,6 +160,21 @@ class TransformerReader(StepwiseReader):
             return logits[:, -1], prefix, weights[:, -1]
         y, weights, state = self.decoder(self._embed(prev[:, None]), memory.kv, memory.mask, state)
         return self.out(y[:, 0]), state, weights[:, 0]
+
+    def head_weights(self, images, widths, texts):
+        """Every decoder layer's and head's cross-attention (B, S, T), one call: the causal
+        mask makes these the weights free decoding had at each step of the same reading."""
+        inputs, _ = tokens.encode(texts)
+        memory = self.encode(images, widths)
+        _, weights, _ = self.decoder(
+            self._embed(inputs.to(images.device)), memory.kv, memory.mask, every_head=True
+        )  # (B, L, h, S, T)
+        _, layers, heads = weights.shape[:3]
+        return {
+            f"layer {i + 1} head {j + 1}": weights[:, i, j]
+            for i in range(layers)
+            for j in range(heads)
+        }
 
     def teacher_forcing(self, memory: TransformerMemory, inputs: torch.Tensor):
         """inputs (B, S) -> logits (B, S, V), weights (B, S, T): one call, causal mask."""
