@@ -291,12 +291,15 @@ def read(
     beam: int = typer.Option(1, help="Beam width (1 = greedy)."),
     checkpoint: str = typer.Option("best", help="best or last, when --run is a directory."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    crop: bool = typer.Option(
+        True, help="Place each image's ink as the generator does (margins, height) first."
+    ),
 ) -> None:
     """Read strip images with a trained reader: prints file, reading, confidence."""
     from attnlab.read import read_files
 
     try:
-        bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo)
+        bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo, crop)
     except UserError as err:
         fail(str(err))
     if bad:

@@ -102,6 +102,7 @@ class EvalConfig:
     batch_size: int = 256
     beam: int = 1  # 1 = greedy
     folder: str | None = None  # evaluate on user strips (images + labels.csv) instead
+    crop: bool = True  # folder strips: ink placed as the generator places it, before resizing
     name: str | None = None  # output name under eval/; None = derived from source and decoding
     maps_k: int = 3  # correct readings and failures drawn per length
     map_lengths: list[int] | None = None  # None = a few seen and unseen lengths

@@ -71,7 +71,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     if cfg.folder:
-        strips, files = load_folder(cfg.folder, exp.data.height, warn=log.warning)
+        strips, files = load_folder(cfg.folder, exp.data.height, log.warning, cfg.crop)
         source = "folder"
         name = cfg.name or f"folder-{Path(cfg.folder).resolve().name}-{decoding}"
         sets = {
@@ -166,7 +166,11 @@ def _write_evaluation(
             n_per_length=None if cfg.folder else cfg.n,
             checkpoint=str(ckpt_path),
             step=int(ckpt.get("step", 0)),
-            extra={"oracle_length": bool(cfg.oracle_length), "ece_bins": cfg.ece_bins},
+            extra={
+                "oracle_length": bool(cfg.oracle_length),
+                "ece_bins": cfg.ece_bins,
+                **({"crop": bool(cfg.crop)} if cfg.folder else {}),
+            },
         )
     )
 

@@ -41,14 +41,16 @@ def read_files(
     which: str,
     device: str,
     say: Callable[[str], None],
+    crop: bool = True,
 ) -> int:
-    """Read every image that can be read; returns how many could not (each named on stderr)."""
+    """Read every image that can be read; returns how many could not (each named on stderr).
+    ``crop``: each image's ink is placed as the generator places it (``crop_to_ink``)."""
     got = checkpoint.restore(checkpoint.resolve(run, which), device)
     reader, cfg, dev = got.reader, got.config, got.device
     loaded, names, bad = [], [], 0
     for path in images:
         try:
-            loaded.append(load_image(path, cfg.data.height))
+            loaded.append(load_image(path, cfg.data.height, crop=crop))
             names.append(Path(path))
         except UserError as err:  # this file alone: the others are still read
             print(f"attnlab: error: {err}", file=sys.stderr)

@@ -337,3 +337,55 @@ def test_read_gives_files_of_one_name_their_own_maps(run, ref8, tmp_path, attnla
         f"attention map of {p}: {maps / t}" for p, t in zip(images, targets, strict=True)
     ]
     assert sorted(p.name for p in maps.iterdir()) == sorted(targets)
+
+
+# --- placing the ink as the generator does ---------------------------------------------------
+
+
+def ink_box(x: torch.Tensor) -> tuple[int, int, int, int]:
+    ink = x < 0.5
+    rows, cols = torch.nonzero(ink.any(1)).flatten(), torch.nonzero(ink.any(0)).flatten()
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
+
+@pytest.mark.parametrize("border", [0, 40])
+def test_crop_places_the_ink_where_the_generator_does_whatever_the_margins(ref8, tmp_path, border):
+    from attnlab.data.folder import INK_CENTRE, INK_HEIGHT
+
+    framed = np.full((ref8.shape[0] + 3 * border, ref8.shape[1] + 2 * border), 255, np.uint8)
+    h, w = ref8.shape
+    framed[border : border + h, border : border + w] = ref8
+    top, bottom, left, right = ink_box(ref_tensor(ref8))
+    tight = framed[border + top : border + bottom, border + left : border + right]
+    Image.fromarray(framed).save(tmp_path / "framed.png")
+    Image.fromarray(tight).save(tmp_path / "tight.png")
+    for name in ("framed.png", "tight.png"):
+        x = load_image(tmp_path / name, 32, crop=True)
+        t, b, lft, r = ink_box(x)
+        assert abs((b - t) / 32 - INK_HEIGHT) < 0.08, (name, t, b)
+        assert abs((t + b) / 2 / 32 - INK_CENTRE) < 0.08, (name, t, b)
+        assert 3 <= lft <= 10 and 3 <= x.shape[1] - r <= 10, (name, lft, x.shape[1] - r)
+    # The same strip framed or tightly cut reads as nearly the same image.
+    a, b = (
+        load_image(tmp_path / "framed.png", 32, crop=True),
+        load_image(tmp_path / "tight.png", 32, crop=True),
+    )
+    assert abs(a.shape[1] - b.shape[1]) <= 2
+
+
+def test_an_inverted_framed_strip_is_inverted_then_cropped(ref8, tmp_path):
+    framed = np.full((ref8.shape[0] * 3, ref8.shape[1] + 60), 255, np.uint8)
+    framed[32:64, 30 : 30 + ref8.shape[1]] = ref8
+    Image.fromarray(255 - framed).save(tmp_path / "neg.png")
+    said, warn = collect()
+    x = load_image(tmp_path / "neg.png", 32, warn, crop=True)
+    assert "inverted" in said[0]
+    assert float(x[:, :3].mean()) > 0.8  # paper at the sides, not the black of the file
+    t, b, _, _ = ink_box(x)
+    assert 16 <= b - t <= 28
+
+
+def test_crop_leaves_a_blank_image_alone(tmp_path):
+    Image.fromarray(np.full((32, 50), 250, np.uint8)).save(tmp_path / "blank.png")
+    x = load_image(tmp_path / "blank.png", 32, crop=True)
+    assert x.shape == (32, 50)
