@@ -26,8 +26,9 @@ class DataConfig:
     exclude_fonts: list[str] = field(default_factory=list)  # file-name substrings left out
     font_sizes: list[int] = field(default_factory=lambda: [22, 26, 30])  # px at height 32
     stroke_widths: list[int] = field(default_factory=lambda: [0, 1])
-    variants: int = 8  # geometric variants rendered per glyph (scale, shear, rotation)
+    variants: int = 8  # geometric variants per glyph (scale, stretch, shear, rotation)
     scale: list[float] = field(default_factory=lambda: [0.85, 1.1])
+    stretch: list[float] = field(default_factory=lambda: [0.8, 1.25])  # glyph width x, on scale
     shear: list[float] = field(default_factory=lambda: [-0.25, 0.25])
     rotation: list[float] = field(default_factory=lambda: [-4.0, 4.0])  # degrees
     v_offset: int = 2  # max vertical shift of a glyph, px
@@ -37,10 +38,12 @@ class DataConfig:
     blur: list[float] = field(default_factory=lambda: [0.0, 0.8])  # Gaussian sigma, px
     contrast: list[float] = field(default_factory=lambda: [0.6, 1.0])
     background: list[float] = field(default_factory=lambda: [0.8, 1.0])
-    # Whole-strip variation, after the glyphs are placed. Geometry is vertical only, so every
-    # glyph keeps its columns and its span stays true.
+    # Training augmentation: whole-strip variation after the glyphs are placed, for the
+    # training stream only (validation, test and probe sets and exports are the generator's
+    # strips without it, so runs trained with other augmentation are read on the same sets).
+    # Geometry is vertical only, so every glyph keeps its columns and its span stays true.
     dilate: float = 0.2  # share of strips whose ink is thickened by one pixel (morphology)
-    ink_gamma: list[float] = field(default_factory=lambda: [0.7, 1.6])  # ink**g: >1 thins
+    ink_level: list[float] = field(default_factory=lambda: [-0.4, 0.3])  # <0 thins, >0 bolds
     strip_scale: list[float] = field(default_factory=lambda: [0.85, 1.15])  # vertical, whole
     strip_shift: float = 2.0  # max vertical shift of the whole string, px
     wave: float = 1.0  # max amplitude of a smooth vertical wave along the strip (elastic), px
@@ -62,6 +65,9 @@ class ModelConfig:
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
     stride: int = 8  # pixel columns per encoder column (a power of two)
+    # 1-D convolutions along the strip before the columns are stacked: each pixel column (its
+    # H pixels, or the stem's channels x rows) is a vector; kernel 3, stride 1, ReLU. [] = none.
+    column_convs: list[int] = field(default_factory=list)
     normalize_strips: bool = True  # stretch each strip's grey levels to [0, 1] first
     column_mlp: int = 256  # hidden units of a per-column layer before the GRU; 0 = none
     column_norm: bool = True  # LayerNorm on the column features before the GRU
@@ -148,6 +154,7 @@ class PreviewConfig:
     n: int = 24
     lengths: list[int] | None = None  # [lo, hi]; None = the seen lengths
     seed: int = 0
+    augment: bool = True  # as the training stream draws them (false: as test sets are)
 
 
 @dataclass
@@ -258,12 +265,14 @@ def check_data(d: Any) -> None:
     _require(d.variants >= 1, "data.variants", d.variants, "must be >= 1")
     _require(d.v_offset >= 0, "data.v_offset", d.v_offset, "must be >= 0")
     _require(d.val_per_length >= 1, "data.val_per_length", d.val_per_length, "must be >= 1")
-    _check_pairs(d, "data", ["scale"], low=0.1)
+    _check_pairs(d, "data", ["scale", "stretch"], low=0.1)
     _check_pairs(d, "data", ["noise", "blur", "contrast", "background"])
     _check_pairs(d, "data", ["shear", "rotation"], low=-90.0)
     _check_pairs(d, "data", ["gap"], low=-64.0)
     _check_pairs(d, "data", ["margin"])
-    _check_pairs(d, "data", ["ink_gamma", "strip_scale"], low=0.1)
+    _check_pairs(d, "data", ["strip_scale"], low=0.1)
+    _check_pairs(d, "data", ["ink_level"], low=-0.9)
+    _require(d.ink_level[1] <= 0.9, "data.ink_level", list(d.ink_level), "must be in [-0.9, 0.9]")
     _check_pairs(d, "data", ["resample"], low=0.1)
     _require(d.resample[1] <= 1.0, "data.resample", list(d.resample), "must be factors <= 1")
     for key, high in (("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0)):

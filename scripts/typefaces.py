@@ -10,7 +10,9 @@ machine has them), one reader is trained with that family left out (``data.exclu
 and evaluated (``attnlab eval --folder``) on two kinds of strips in the left-out family:
 
 - ``synthetic``: attnlab's own generator restricted to the family (same composition, unseen
-  typeface);
+  typeface), with the lab's variation (per-glyph size, shear, rotation, gaps, blur, noise;
+  no whole-strip warps or stretch), so that the test strips stay put when training
+  variation is added;
 - ``whole-string``: strings drawn as text by Pillow in one call, with the font's own advance
   widths and kerning (no per-glyph gaps, no per-glyph warps), at a height other than the
   model's (48 px, resized on reading), with mild noise and blur: a composition the
@@ -18,7 +20,9 @@ and evaluated (``attnlab eval --folder``) on two kinds of strips in the left-out
 
 It prints exact accuracy with its 95% Wilson interval on the seen lengths per family and
 kind, and overall. Runs, strips and evaluations stay under --out (default
-/tmp/attnlab_typefaces) for a look at the maps and readings.csv of each.
+/tmp/attnlab_typefaces) for a look at the maps and readings.csv of each. Test strips are
+drawn once per --strips folder (default: under --out) and reused, so two trainings (say,
+before and after a change, ``--override KEY=VALUE``) are read on the very same strips.
 """
 
 from __future__ import annotations
@@ -57,15 +61,22 @@ def attnlab(*args: object) -> None:
         raise SystemExit(f"typefaces: {' '.join(cmd[3:6])}... failed:\n{res.stderr[-2000:]}")
 
 
+# The lab's variation: every whole-strip variation and the glyph stretch off.
+LAB_VARIATION = {
+    "stretch": [1.0, 1.0], "dilate": 0.0, "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0],
+    "strip_shift": 0.0, "wave": 0.0, "resample": [1.0, 1.0], "shading": 0.0,
+}  # fmt: skip
+
+
 def synthetic_folder(out: Path, family: str, n: int, lengths: list[int], seed: int) -> Path:
-    """Strips of attnlab's generator, in the family's fonts only."""
+    """Strips of attnlab's generator with the lab's variation, in the family's fonts only."""
     import torch
 
     from attnlab.config import DataConfig
     from attnlab.data.folder import export_folder
     from attnlab.data.strips import StripSynth
 
-    synth = StripSynth(DataConfig(fonts=family_fonts(family)))
+    synth = StripSynth(DataConfig(fonts=family_fonts(family), **LAB_VARIATION))
     gen = torch.Generator().manual_seed(seed)
     per = torch.tensor([n_ for n_ in lengths for _ in range(n)])
     return export_folder(synth.sample(per, gen), out)
@@ -120,10 +131,14 @@ def run_family(args, family: str) -> dict[str, tuple[int, int]]:
             "train", f"model={args.model}", f"data.exclude_fonts={excluded}",
             f"data.train_lengths=[{lengths[0]},{lengths[-1]}]", f"train.steps={args.steps}",
             f"seed={args.seed}", "train.progress=plain", f"hydra.run.dir={run}",
+            *args.override,
         )  # fmt: skip
     out = {}
+    strips = (args.strips or args.out) / family
     for kind, make in (("synthetic", synthetic_folder), ("whole-string", whole_string_folder)):
-        folder = make(root / kind, family, args.n, lengths, args.seed + 1)
+        folder = strips / kind
+        if not (folder / "labels.csv").is_file():  # drawn once, read by every training
+            make(folder, family, args.n, lengths, args.seed + 1)
         attnlab("eval", run, "--folder", folder, f"eval.name={kind}", "eval.maps_k=2")
         out[kind] = seen_exact(run / "eval" / kind)
     return out
@@ -145,6 +160,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lengths", type=int, nargs=2, default=[1, 8], help="seen lengths LO HI")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("/tmp/attnlab_typefaces"))
+    p.add_argument("--strips", type=Path, default=None, help="test strips (default: --out)")
+    p.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE",
+        help="a training override for every family (repeatable)",
+    )  # fmt: skip
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -166,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
             rows.append({"family": family, "kind": kind, "correct": k, "n": n})
     for kind, (k, n) in totals.items():
         print(_row("overall", kind, k, n))
-    report = {"model": args.model, "steps": args.steps, "rows": rows}
+    report = {"model": args.model, "steps": args.steps, "override": args.override, "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return report

@@ -103,7 +103,7 @@ def test_a_tiny_reader_learns_a_tiny_task(kind):
         font_sizes=[26], stroke_widths=[0], variants=1, scale=[1.0, 1.0], shear=[0.0, 0.0],
         rotation=[0.0, 0.0], v_offset=0, noise=[0.0, 0.0], blur=[0.0, 0.0],
         fonts=["bundled"], exclude_fonts=["STIX", "cm", "pillow", "Oblique", "Italic", "Bold"],
-        dilate=0.0, ink_gamma=[1.0, 1.0], strip_scale=[1.0, 1.0], strip_shift=0.0, wave=0.0,
+        dilate=0.0, ink_level=[0.0, 0.0], strip_scale=[1.0, 1.0], strip_shift=0.0, wave=0.0,
         resample=[1.0, 1.0], shading=0.0,
     )  # fmt: skip
     m = reader(kind).train()
@@ -121,3 +121,26 @@ def test_a_tiny_reader_learns_a_tiny_task(kind):
     out = m.read(test.images, test.widths)
     acc = sum(a == b for a, b in zip(out.texts, test.labels, strict=True)) / len(test)
     assert acc >= 0.9, f"{kind} reader reached only {acc:.2%} on 1-2 digit clean strips"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("model.column_convs=[12,8]",),  # over pixel columns, then stacked by `stride`
+        ("model.column_convs=[12]", "model.stem_channels=[4]", "model.stride=2"),  # after a stem
+    ],
+)
+def test_column_convolutions_see_the_strip_alone_whatever_it_is_batched_with(overrides):
+    m = reader("attention", **dict(o.removeprefix("model.").split("=", 1) for o in overrides))
+    assert len(m.encoder.column_convs) == overrides[0].count(",") + 1
+    s = strips([1, 9, 4])
+    noisy = s.images.clone()  # whatever lies past a strip's width must not matter
+    pad = torch.arange(noisy.shape[-1])[None, None, :] >= s.widths[:, None, None]
+    noisy = torch.where(pad, torch.rand_like(noisy), noisy)
+    with torch.no_grad():
+        batch, lengths, _ = m.encoder(noisy, s.widths)
+        for i in range(len(s)):
+            one = s.select([i])
+            alone, n, _ = m.encoder(one.images, one.widths)
+            assert int(n[0]) == int(lengths[i])
+            assert torch.allclose(alone[0], batch[i, : int(n[0])], atol=1e-5)

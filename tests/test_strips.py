@@ -9,9 +9,9 @@ from attnlab.data.strips import StripSynth, TrainStream, bundled_fonts, fixed_se
 CLEAN = clean_data()
 
 
-def sample(cfg: DataConfig, lengths, seed: int):
+def sample(cfg: DataConfig, lengths, seed: int, augment: bool = False):
     gen = torch.Generator().manual_seed(seed)
-    return StripSynth(cfg).sample(torch.tensor(lengths), gen)
+    return StripSynth(cfg).sample(torch.tensor(lengths), gen, augment)
 
 
 def test_same_seed_same_strips_and_other_seed_other_strips():
@@ -90,6 +90,10 @@ def test_bundled_fonts_render_all_digits_and_skip_symbol_fonts():
     assert {"DejaVuSans", "cmr10", "STIXGeneral", "pillow:default"} <= names
     assert bank.columns.shape[2] == 10  # ten digits for every rendering
     assert int(bank.widths.min()) >= 2  # no blank glyphs
+    # Every listed font draws its digits (a display font's placeholder boxes are not listed,
+    # so a benchmark that renders text in "every bundled font" never draws blank strips).
+    assert len(bank.renderings) == len(fonts)
+    assert not any("Display" in f for f in fonts)
 
 
 def test_excluded_fonts_are_left_out():
@@ -100,22 +104,20 @@ def test_excluded_fonts_are_left_out():
 
 
 WARPED = clean_data(
-    ink_gamma=[0.6, 1.8], strip_scale=[0.75, 1.25], strip_shift=3.0, wave=2.5,
+    ink_level=[-0.5, 0.4], strip_scale=[0.75, 1.25], strip_shift=3.0, wave=2.5,
     resample=[0.5, 1.0], shading=0.3,
 )  # fmt: skip
 
 
 def test_whole_strip_variation_is_deterministic_per_seed_and_varies_the_strips():
-    a, b = sample(WARPED, [3, 7, 5, 2], seed=5), sample(WARPED, [3, 7, 5, 2], seed=5)
+    a = sample(WARPED, [3, 7, 5, 2], seed=5, augment=True)
+    b = sample(WARPED, [3, 7, 5, 2], seed=5, augment=True)
     assert torch.equal(a.images, b.images) and torch.equal(a.spans, b.spans)
-    c = sample(WARPED, [3, 7, 5, 2], seed=6)
+    c = sample(WARPED, [3, 7, 5, 2], seed=6, augment=True)
     assert not torch.equal(a.images[:, :, :20], c.images[:, :, :20])
-    plain = StripSynth(CLEAN).render(
-        torch.tensor([[1, 2, 3, 4]]), torch.Generator().manual_seed(0)
-    )  # the same string, unvaried and varied: same columns, other pixels
-    varied = StripSynth(WARPED).render(
-        torch.tensor([[1, 2, 3, 4]]), torch.Generator().manual_seed(0)
-    )
+    digits = torch.tensor([[1, 2, 3, 4]])  # the same string, unvaried and varied:
+    plain = StripSynth(CLEAN).render(digits, torch.Generator().manual_seed(0))
+    varied = StripSynth(WARPED).render(digits, torch.Generator().manual_seed(0), augment=True)
     assert torch.equal(plain.spans, varied.spans) and torch.equal(plain.widths, varied.widths)
     assert (plain.images - varied.images).abs().max() > 0.3
 
@@ -128,7 +130,7 @@ def ink_rows(strip: torch.Tensor) -> tuple[int, int]:
 def test_warps_keep_glyph_spans_on_the_ink_and_move_the_string_vertically():
     # Vertical geometry and resampling only move ink within its columns (resampling blurs
     # a pixel at most): spans still hold the ink, and nothing lies outside them.
-    s = sample(WARPED, [6, 3, 8, 5, 4, 7], seed=1)
+    s = sample(WARPED, [6, 3, 8, 5, 4, 7], seed=1, augment=True)
     tops = []
     for i, label in enumerate(s.labels):
         ink = (s.images[i] < 0.5).any(0)
@@ -141,19 +143,30 @@ def test_warps_keep_glyph_spans_on_the_ink_and_move_the_string_vertically():
     assert len(set(tops)) > 2  # the string sits at different heights
 
 
-def test_dilation_thickens_and_gamma_thins_the_strokes():
+def test_dilation_and_ink_levels_thicken_or_thin_the_strokes():
     def ink(cfg) -> float:
-        s = StripSynth(cfg).render(torch.tensor([[0, 4, 8, 1]]), torch.Generator().manual_seed(0))
+        gen = torch.Generator().manual_seed(0)
+        s = StripSynth(cfg).render(torch.tensor([[0, 4, 8, 1]]), gen, augment=True)
         return float((1 - s.images).sum())
 
     base = ink(CLEAN)
     assert ink(clean_data(dilate=1.0)) > 1.2 * base
-    assert ink(clean_data(ink_gamma=[2.0, 2.0])) < 0.9 * base
-    assert ink(clean_data(ink_gamma=[0.5, 0.5])) > 1.05 * base
+    assert ink(clean_data(ink_level=[-0.5, -0.5])) < 0.9 * base
+    assert ink(clean_data(ink_level=[0.4, 0.4])) > 1.05 * base
 
 
 def test_shading_darkens_the_paper_towards_one_end():
-    s = sample(clean_data(shading=0.5), [5] * 8, seed=2)
+    s = sample(clean_data(shading=0.5), [5] * 8, seed=2, augment=True)
     left, right = s.images[:, 0, 0], s.images[:, 0, s.widths - 1].diagonal()
     assert float((left - right).abs().max()) > 0.1
     assert float(s.images.max()) <= 1.0
+
+
+def test_only_the_training_stream_is_augmented_and_fixed_sets_stay_put():
+    synth, plain = StripSynth(WARPED), StripSynth(CLEAN)
+    # Fixed sets (validation, test, probes) do not depend on the augmentation settings.
+    assert torch.equal(fixed_set(synth, "test", 4, 8).images, fixed_set(plain, "test", 4, 8).images)
+    stream, same = TrainStream(synth, [4], 8, seed=1), TrainStream(plain, [4], 8, seed=1)
+    a, b = stream.next(), same.next()
+    assert a.labels == b.labels and torch.equal(a.spans, b.spans)
+    assert not torch.equal(a.images, b.images)

@@ -5,7 +5,8 @@ Pixels are floats in [0, 1] with 1 = white paper and 0 = black ink, as a scan wo
 Every strip carries its label and the column span [start, end) of every glyph.
 
 Synthesis is tensor work: glyphs are gathered from the bank and added onto a flat canvas
-with one ``index_add_``; per-strip blur, contrast, background and noise are batched ops.
+with one ``index_add_``; then whole-strip variation (stroke weight, vertical warps,
+resampling; ``vary_strips``) and per-strip contrast, paper, shading and noise, all batched.
 All randomness comes from an explicit ``torch.Generator``: the same seed gives the same
 strips on every machine (the bank is built from fonts shipped inside Pillow and matplotlib).
 """
@@ -26,7 +27,8 @@ from attnlab.config import DataConfig
 from attnlab.errors import UserError
 
 DIGITS = "0123456789"
-# Symbol-only or display fonts whose digits are missing or not digits.
+# Symbol-only or display fonts whose digits are missing or not digits (file-name substrings:
+# DejaVuSansDisplay and DejaVuSerifDisplay draw a placeholder box for every digit).
 _SKIP_FONTS = ("cmex10", "cmsy10", "STIXSiz", "Display", "LastResort", "STIXNonUni")
 
 
@@ -82,7 +84,9 @@ def bundled_fonts() -> list[str]:
     import matplotlib
 
     ttf = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
-    paths = sorted(str(p) for p in ttf.glob("*.ttf") if not p.stem.startswith(_SKIP_FONTS))
+    paths = sorted(
+        str(p) for p in ttf.glob("*.ttf") if not any(skip in p.stem for skip in _SKIP_FONTS)
+    )
     return ["pillow:default", *paths]
 
 
@@ -141,23 +145,31 @@ def _render_digits(source: str, size: int, stroke: int, height: int) -> list[tor
 
 
 def _affine_variants(
-    glyphs: torch.Tensor, v: int, scale, shear, rotation, v_offset: int, gen: torch.Generator
+    glyphs: torch.Tensor,
+    v: int,
+    scale,
+    stretch,
+    shear,
+    rotation,
+    v_offset: int,
+    gen: torch.Generator,
 ) -> torch.Tensor:
-    """(N, H, Wg) -> (N, V, H, Wg): variant 0 unchanged; the others scaled, sheared, rotated
-    and shifted vertically, each with its own draw from the configured [low, high] ranges."""
+    """(N, H, Wg) -> (N, V, H, Wg): variant 0 unchanged; the others scaled, stretched
+    horizontally, sheared, rotated and shifted vertically, each with its own draw from the
+    configured [low, high] ranges."""
     n, h, wg = glyphs.shape
-    u = torch.rand(n, v, 4, generator=gen)
-    lo = torch.tensor([scale[0], shear[0], rotation[0], -v_offset], dtype=torch.float32)
-    hi = torch.tensor([scale[1], shear[1], rotation[1], v_offset], dtype=torch.float32)
-    p = lo + u * (hi - lo)
-    p[:, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0])
-    scale, shear, rot = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2])
+    u = torch.rand(n, v, 5, generator=gen)
+    lo = torch.tensor([scale[0], shear[0], rotation[0], -v_offset, stretch[0]])
+    hi = torch.tensor([scale[1], shear[1], rotation[1], v_offset, stretch[1]])
+    p = lo.float() + u * (hi - lo).float()
+    p[:, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    scale, shear, rot, wide = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2]), p[..., 4]
     shift = -2.0 * p[..., 3] / h  # pixels -> normalised height, output moves down by +px
     # Output->input map in normalised coordinates (x spans the width, y the height).
     aspect = wg / h
     cos, sin = torch.cos(rot), torch.sin(rot)
     zero = torch.zeros_like(scale)
-    row1 = torch.stack([cos / scale, (-sin + shear) / scale / aspect, zero], -1)
+    row1 = torch.stack([cos / scale / wide, (-sin + shear) / scale / aspect / wide, zero], -1)
     row2 = torch.stack([sin / scale * aspect, cos / scale, shift], -1)
     theta = torch.stack([row1, row2], -2).reshape(n * v, 2, 3)
     src = glyphs[:, None].expand(n, v, h, wg).reshape(n * v, 1, h, wg)
@@ -202,8 +214,8 @@ def _bank_key(data: DataConfig) -> tuple:
     fonts = tuple(resolve_fonts(data))
     return (
         data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
-        tuple(data.scale), tuple(data.shear), tuple(data.rotation), data.v_offset,
-        tuple(data.blur),
+        tuple(data.scale), tuple(data.stretch), tuple(data.shear), tuple(data.rotation),
+        data.v_offset, tuple(data.blur),
     )  # fmt: skip
 
 
@@ -214,7 +226,7 @@ def glyph_bank(data: DataConfig) -> GlyphBank:
 
 @functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
-    height, fonts, sizes, strokes, variants, scale, shear, rotation, v_offset, blur = key
+    height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur = key
     if variants < 1:
         raise UserError(f"data.variants must be >= 1, got {variants}")
     base: list[torch.Tensor] = []
@@ -230,13 +242,13 @@ def _build_bank(key: tuple) -> GlyphBank:
                 names.append(f"{Path(source).stem}@{px}/{stroke}")
     if not names:
         raise UserError("data.fonts: none of the fonts renders the ten digits")
-    wg = math.ceil(1.5 * max(g.shape[1] for g in base)) + 4
+    wg = math.ceil(1.5 * max(1.0, stretch[1]) * max(g.shape[1] for g in base)) + 4
     padded = torch.zeros(len(base), height, wg)
     for i, g in enumerate(base):  # centred, so that rotation and shear stay inside
         left = (wg - g.shape[1]) // 2
         padded[i, :, left : left + g.shape[1]] = g
     gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
-    var = _affine_variants(padded, variants, scale, shear, rotation, v_offset, gen)
+    var = _affine_variants(padded, variants, scale, stretch, shear, rotation, v_offset, gen)
     var = var.clamp_(0, 1)  # (N, V, H, Wg)
     levels = _blur_levels(list(blur))
     aligned = [_left_align(_gaussian_blur(var.reshape(-1, height, wg), s)) for s in levels]
@@ -308,12 +320,20 @@ class StripSynth:
         digits = torch.randint(0, 10, (len(lengths), lmax), generator=gen)
         return torch.where(torch.arange(lmax)[None] < lengths[:, None], digits, -1)
 
-    def sample(self, lengths: torch.Tensor, gen: torch.Generator) -> StripBatch:
+    def sample(
+        self, lengths: torch.Tensor, gen: torch.Generator, augment: bool = False
+    ) -> StripBatch:
         """Strips of random digits with the given lengths."""
-        return self.render(self.random_strings(lengths, gen), gen)
+        return self.render(self.random_strings(lengths, gen), gen, augment)
 
-    def render(self, digits: torch.Tensor, gen: torch.Generator) -> StripBatch:
-        """(B, L) digit ids (-1 = none) -> strips. Every random draw is batched."""
+    def render(
+        self, digits: torch.Tensor, gen: torch.Generator, augment: bool = False
+    ) -> StripBatch:
+        """(B, L) digit ids (-1 = none) -> strips. Every random draw is batched.
+
+        ``augment``: also the whole-strip variation (``vary_strips``, paper shading), which
+        the training stream gets and fixed sets (validation, test, probes, exports) do not.
+        """
         d = self.data
         bank = self.bank
         b, lmax = digits.shape
@@ -343,12 +363,14 @@ class StripSynth:
         idx = first_col[valid][:, None] + torch.arange(wg)  # (G, Wg)
         canvas.index_add_(0, idx.reshape(-1), glyphs.reshape(-1, h).float())
         ink = canvas.view(b, canvas_w, h).transpose(1, 2).mul(1 / 255.0).clamp_(max=1.0)
-        ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
-        # Per-strip appearance: paper level (with shading), ink contrast, noise.
+        if augment:
+            ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
+        # Per-strip appearance: paper level (shaded when augmenting), ink contrast, noise.
         paper = _uniform(d.background, b, gen)[:, None, None]
         contrast = _uniform(d.contrast, b, gen)[:, None, None]
         noise_sd = _uniform(d.noise, b, gen)[:, None]
-        paper = paper * _shading(strip_w, canvas_w, d.shading, gen)[:, None, :]  # (B, 1, W)
+        if augment:
+            paper = paper * _shading(strip_w, canvas_w, d.shading, gen)[:, None, :]  # (B, 1, W)
         pixels = paper - paper * contrast * ink
         if float(noise_sd.max()) > 0:
             windows = _noise_windows(h, canvas_w)
@@ -374,8 +396,9 @@ def vary_strips(
 ) -> torch.Tensor:
     """Whole-strip variation of placed glyphs: ink (B, H, W) in [0, 1] -> the same, varied.
 
-    Stroke: a share of strips dilated by one pixel, then ink ** gamma (above 1 the faint
-    edges fade: thinner strokes). Geometry, vertical only (columns keep their ink, so glyph
+    Stroke: a share of strips dilated by one pixel (``dilate``), then the ink levels
+    stretched (``ink_level`` t < 0: ink under -t fades, thinner strokes; t > 0: ink over
+    1 - t saturates, thicker ones). Geometry, vertical only (columns keep their ink, so glyph
     spans stay true): the whole string scaled about its middle row, shifted, and bent by a
     smooth wave along the strip. Resolution: strips drawn at a smaller height (area
     downscale) and resized back (bilinear), as a scan or a photo of other size would be.
@@ -383,37 +406,43 @@ def vary_strips(
     """
     b, h, w = ink.shape
     dilated = torch.rand(b, generator=gen) < d.dilate
-    gamma = _uniform(d.ink_gamma, b, gen)
+    level = _uniform(d.ink_level, b, gen)
     scale = _uniform(d.strip_scale, b, gen)
     shift = _uniform([-d.strip_shift, d.strip_shift], b, gen)
     amp = _uniform([0.0, d.wave], b, gen)
     period = _uniform([3.0 * h, 8.0 * h], b, gen)  # px along the strip
     phase = _uniform([0.0, 2 * math.pi], b, gen)
     levels = _levels(d.resample)
-    level = torch.randint(0, len(levels), (b,), generator=gen)
+    resampled = torch.randint(0, len(levels), (b,), generator=gen)
 
-    if bool(dilated.any()):
-        x = ink[dilated][:, None]
-        ink[dilated] = F.max_pool2d(F.pad(x, (0, 1, 0, 1)), 2, stride=1)[:, 0]
-    if float((gamma - 1).abs().max()) > 1e-6:
-        ink = ink.pow(gamma[:, None, None])
+    if bool(dilated.any()):  # max over each pixel's 2 x 2 neighbourhood
+        x = F.pad(ink[dilated], (0, 1, 0, 1))
+        ink[dilated] = torch.maximum(
+            torch.maximum(x[:, :-1, :-1], x[:, 1:, :-1]), torch.maximum(x[:, :-1, 1:], x[:, 1:, 1:])
+        )
+    if float(level.abs().max()) > 1e-6:
+        lo, hi = (-level).clamp(min=0), 1 - level.clamp(min=0)
+        ink = ink.sub_(lo[:, None, None]).mul_((1 / (hi - lo))[:, None, None]).clamp_(0, 1)
     if float((scale - 1).abs().max()) > 1e-6 or d.strip_shift > 0 or d.wave > 0:
-        # Output row y of column x samples input row mid + (y - mid - shift - wave(x)) / scale.
+        # Output row y of column x samples input row mid + (y - mid - shift - wave(x)) / scale,
+        # written straight into grid_sample's normalised coordinates (align_corners=False).
         xs = torch.arange(w, dtype=torch.float32)
         ys = torch.arange(h, dtype=torch.float32)
         wave = amp[:, None] * torch.sin(2 * math.pi * xs[None] / period[:, None] + phase[:, None])
         mid = (h - 1) / 2
-        src_y = (
-            mid
-            + (ys[None, :, None] - mid - shift[:, None, None] - wave[:, None, :])
-            / (scale[:, None, None])
-        )  # (B, H, W)
-        grid_y = (2 * src_y + 1) / h - 1  # align_corners=False normalisation
-        grid_x = ((2 * xs + 1) / w - 1).expand(b, h, w)
-        grid = torch.stack([grid_x, grid_y], -1)
+        # src_y = a * y + c(x) with a = 1 / scale, c = mid - (mid + shift + wave) / scale.
+        a = 1 / scale
+        c = mid - (mid + shift[:, None] + wave) * a[:, None]  # (B, W)
+        grid = torch.empty(b, h, w, 2)
+        grid[..., 0] = (2 * xs + 1) / w - 1
+        torch.add(
+            (2 * a / h)[:, None, None] * ys[None, :, None],
+            ((2 * c + 1) / h - 1)[:, None, :],
+            out=grid[..., 1],
+        )
         ink = F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
     for i, f in enumerate(levels):
-        rows = level == i
+        rows = resampled == i
         if f >= 1.0 - 1e-6 or not bool(rows.any()):
             continue
         small = F.interpolate(
@@ -456,8 +485,9 @@ class TrainStream:
         self.generator = torch.Generator().manual_seed(seed)
 
     def next(self) -> StripBatch:
+        """A batch of training strips, with the whole-strip variation (augmentation)."""
         pick = torch.randint(0, len(self.seen), (self.batch_size,), generator=self.generator)
-        return self.synth.sample(self.seen[pick], self.generator)
+        return self.synth.sample(self.seen[pick], self.generator, augment=True)
 
     def state(self) -> torch.Tensor:
         return self.generator.get_state()

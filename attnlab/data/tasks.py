@@ -15,16 +15,18 @@ from attnlab.errors import UserError, reports_user_errors
 from attnlab.io import write_figure
 
 
-def _sample(cfg: DictConfig, n: int, pair, key: str, seed: int, sort: bool) -> StripBatch:
+def _sample(
+    cfg: DictConfig, n: int, pair, key: str, seed: int, sort: bool, augment: bool = False
+) -> StripBatch:
     """n strips with lengths drawn uniformly from the range ``pair``; ``key`` is the config
-    section named in errors (``preview`` or ``export``)."""
+    section named in errors (``preview`` or ``export``); ``augment`` as training draws them."""
     if n < 1:
         raise UserError(f"{key}.n must be >= 1, got {n}")
     check_data(cfg.data)
     lo, hi = span(pair, f"{key}.lengths")
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(lo, hi + 1, (n,), generator=gen)
-    return StripSynth(cfg.data).sample(lengths.sort().values if sort else lengths, gen)
+    return StripSynth(cfg.data).sample(lengths.sort().values if sort else lengths, gen, augment)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="strips")
@@ -35,7 +37,7 @@ def preview(cfg: DictConfig) -> None:
     pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
     if Path(p.out).is_dir():
         raise UserError(f"preview.out={p.out}: is a folder; name a .png file")
-    strips = _sample(cfg, p.n, pair, "preview", p.seed, sort=True)
+    strips = _sample(cfg, p.n, pair, "preview", p.seed, sort=True, augment=p.augment)
     out = draw_grid(strips, Path(p.out))
     print(f"wrote {len(strips)} strips to {out}")
 

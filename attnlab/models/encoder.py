@@ -43,9 +43,15 @@ class ColumnEncoder(nn.Module):
             self.convs.append(nn.Conv2d(channels, c, kernel_size=3, stride=(2, pool), padding=1))
             self.width_pools.append(pool)
             channels, h = c, h // 2
+        # 1-D convolutions along the strip, over pixel columns (or the stem's columns).
+        self.column_convs = nn.ModuleList()
+        width = channels * h
+        for c in cfg.column_convs:
+            self.column_convs.append(nn.Conv1d(width, c, kernel_size=3, padding=1))
+            width = c
         # Without a stem, `stride` neighbouring columns are stacked into one.
         group = 1 if n_conv else cfg.stride
-        self.column_features = channels * h * group
+        self.column_features = width * group
         if cfg.column_mlp > 0:  # a hidden layer between the pixels of a column and the GRU
             self.proj = nn.Sequential(
                 nn.Linear(self.column_features, cfg.column_mlp),
@@ -101,10 +107,18 @@ class ColumnEncoder(nn.Module):
             keep = torch.div(keep, pool, rounding_mode="floor")
             cols = torch.arange(x.shape[-1], device=x.device)
             x = x * (cols < keep[:, None]).to(x.dtype)[:, None, None, :]  # zero padded columns
+        if self.column_convs:  # (B, C*H', W') columns as vectors, convolved along the strip
+            y = x.flatten(1, 2)
+            cols = torch.arange(y.shape[-1], device=y.device)
+            real = (cols < keep[:, None]).to(y.dtype)[:, None, :]
+            for conv in self.column_convs:
+                y = torch.relu(conv(y)) * real  # padded columns stay zero: batch-independent
+            x = y[:, :, None, :]  # (B, C, 1, W')
         if self.convs:
             feats = x.permute(0, 3, 1, 2).reshape(b, t, -1)  # (B, T, C*H')
-        else:
-            feats = x[:, 0].reshape(b, -1, t, self.stride).permute(0, 2, 1, 3).reshape(b, t, -1)
+        else:  # stack `stride` neighbouring columns: (B, C, H, T*s) -> (B, T, C*H*s)
+            c = x.shape[1] * x.shape[2]
+            feats = x.reshape(b, c, t, self.stride).permute(0, 2, 1, 3).reshape(b, t, -1)
         return self.norm(torch.relu(self.proj(feats))), lengths  # (B, T, 2H), (B,)
 
     def forward(self, images: torch.Tensor, widths: torch.Tensor):
