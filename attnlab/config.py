@@ -67,7 +67,7 @@ class ModelConfig:
     stride: int = 8  # pixel columns per encoder column (a power of two)
     # 1-D convolutions along the strip before the columns are stacked: each pixel column (its
     # H pixels, or the stem's channels x rows) is a vector; kernel 3, stride 1, ReLU. [] = none.
-    column_convs: list[int] = field(default_factory=list)
+    column_convs: list[int] = field(default_factory=lambda: [64])
     normalize_strips: bool = True  # stretch each strip's grey levels to [0, 1] first
     column_mlp: int = 256  # hidden units of a per-column layer before the GRU; 0 = none
     column_norm: bool = True  # LayerNorm on the column features before the GRU

@@ -45,6 +45,17 @@ FAMILIES: dict[str, list[str]] = {
     "computer-modern": ["cmb10", "cmmi10", "cmr10", "cmss10", "cmti10"],  # TeX's, italic too
 }
 WHOLE_STRING_HEIGHT = 48
+# Common typefaces of a Linux system, none of them in attnlab's training data: a serif, a
+# bold sans, a thin monospace, a geometric sans, an italic and a wide book serif. Debian:
+# apt-get install fonts-liberation fonts-freefont-ttf fonts-urw-base35
+SYSTEM_FONTS = [
+    "/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeMono.ttf",
+    "/usr/share/fonts/opentype/urw-base35/URWGothic-Book.otf",
+    "/usr/share/fonts/opentype/urw-base35/NimbusRoman-Italic.otf",
+    "/usr/share/fonts/opentype/urw-base35/C059-Roman.otf",
+]
 
 
 def family_fonts(family: str) -> list[str]:
@@ -68,47 +79,56 @@ LAB_VARIATION = {
 }  # fmt: skip
 
 
-def synthetic_folder(out: Path, family: str, n: int, lengths: list[int], seed: int) -> Path:
-    """Strips of attnlab's generator with the lab's variation, in the family's fonts only."""
+def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], seed: int) -> Path:
+    """Strips of attnlab's generator with the lab's variation, in these fonts only."""
     import torch
 
     from attnlab.config import DataConfig
     from attnlab.data.folder import export_folder
     from attnlab.data.strips import StripSynth
 
-    synth = StripSynth(DataConfig(fonts=family_fonts(family), **LAB_VARIATION))
+    synth = StripSynth(DataConfig(fonts=fonts, **LAB_VARIATION))
     gen = torch.Generator().manual_seed(seed)
     per = torch.tensor([n_ for n_ in lengths for _ in range(n)])
     return export_folder(synth.sample(per, gen), out)
 
 
-def whole_string_folder(out: Path, family: str, n: int, lengths: list[int], seed: int) -> Path:
-    """Strings drawn as text in one call (the font's own spacing), 48 px high, dark ink on
-    light paper with mild noise and blur."""
+def whole_string_folder(
+    out: Path, fonts: list[str], n: int, lengths: list[int], seed: int, free: bool = False
+) -> Path:
+    """Strings drawn as text in one call (the font's own spacing), dark ink on light paper
+    with mild noise and blur; a font drawn at random per strip. 48 px high with the text at
+    70% of it, or (``free``) text 48 px high in an image with margins of 1-40 px on each side
+    (another height and placement for every strip), n strips per length in every font."""
     from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
     from attnlab.io import write_text
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
-    fonts = family_fonts(family)
     rows = ["filename,label"]
-    h = WHOLE_STRING_HEIGHT
     for length in lengths:
-        for i in range(n):
+        for i in range(n * len(fonts) if free else n):
             label = "".join(str(d) for d in rng.integers(0, 10, length))
-            font = ImageFont.truetype(fonts[int(rng.integers(len(fonts)))], int(h * 0.7))
+            path = fonts[i // n] if free else fonts[int(rng.integers(len(fonts)))]
+            size = WHOLE_STRING_HEIGHT if free else int(0.7 * WHOLE_STRING_HEIGHT)
+            font = ImageFont.truetype(path, size)
             left, top, right, bottom = font.getbbox(label, anchor="ls")
-            pad = int(rng.integers(4, 12))
-            width = right - left + 2 * pad
+            if free:
+                pl, pr, pt, pb = (int(v) for v in rng.integers(1, 41, 4))
+                width, h, x, y = right - left + pl + pr, bottom - top + pt + pb, pl - left, pt - top
+            else:
+                pad = int(rng.integers(4, 12))
+                width, h = right - left + 2 * pad, WHOLE_STRING_HEIGHT
+                x, y = pad - left, int(0.8 * WHOLE_STRING_HEIGHT)
             paper = int(rng.integers(215, 256))
             ink = int(rng.integers(0, 70))
             img = Image.new("L", (width, h), paper)
-            ImageDraw.Draw(img).text((pad - left, int(h * 0.8)), label, font=font, fill=ink,
-                                     anchor="ls")  # fmt: skip
+            ImageDraw.Draw(img).text((x, y), label, font=font, fill=ink, anchor="ls")
             img = img.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.0, 0.8))))
             pixels = np.asarray(img, dtype=np.float32) + rng.normal(0, 6, (h, width))
-            name = f"ws_{length:02d}_{i:04d}_{label}.png"
+            face = f"{Path(path).stem}_" if free else ""
+            name = f"ws_{face}{length:02d}_{i:04d}_{label}.png"
             Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(out / name)
             rows.append(f"{name},{label}")
     write_text(out / "labels.csv", "\n".join(rows) + "\n")
@@ -135,12 +155,45 @@ def run_family(args, family: str) -> dict[str, tuple[int, int]]:
         )  # fmt: skip
     out = {}
     strips = (args.strips or args.out) / family
+    fonts = family_fonts(family)
     for kind, make in (("synthetic", synthetic_folder), ("whole-string", whole_string_folder)):
         folder = strips / kind
         if not (folder / "labels.csv").is_file():  # drawn once, read by every training
-            make(folder, family, args.n, lengths, args.seed + 1)
+            make(folder, fonts, args.n, lengths, args.seed + 1)
         attnlab("eval", run, "--folder", folder, f"eval.name={kind}", "eval.maps_k=2")
         out[kind] = seen_exact(run / "eval" / kind)
+    return out
+
+
+def run_system(args) -> dict[str, tuple[int, int]]:
+    """Whole-string strips in SYSTEM_FONTS, text 48 px high with free margins, read by a run
+    trained on the default data (all bundled fonts: none of these), per typeface."""
+    missing = [f for f in SYSTEM_FONTS if not Path(f).is_file()]
+    if missing:
+        raise SystemExit(f"typefaces: --system needs {missing[0]} (see SYSTEM_FONTS)")
+    run = args.run or args.out / "system" / "run"
+    lengths = list(range(args.lengths[0], args.lengths[1] + 1))
+    if not (Path(run) / "metrics.json").is_file():
+        attnlab(
+            "train", f"model={args.model}", f"data.train_lengths=[{lengths[0]},{lengths[-1]}]",
+            f"train.steps={args.steps}", f"seed={args.seed}", "train.progress=plain",
+            f"hydra.run.dir={run}", *args.override,
+        )  # fmt: skip
+    folder = (args.strips or args.out) / "system" / "whole-string"
+    if not (folder / "labels.csv").is_file():
+        per = max(1, args.n // len(SYSTEM_FONTS))  # as many strips as one family's kind
+        whole_string_folder(folder, SYSTEM_FONTS, per, lengths, args.seed + 2, free=True)
+    attnlab("eval", run, "--folder", folder, "eval.name=system-whole-string", "eval.maps_k=2")
+    readings = pd.read_csv(
+        Path(run) / "eval" / "system-whole-string" / "readings.csv",
+        dtype={"truth": str, "reading": str},
+    )
+    face = readings["source"].str.extract(r"^ws_(.+)_\d\d_\d{4}_\d+\.png$")[0]
+    out = {
+        name: (int(group["correct"].sum()), len(group))
+        for name, group in readings.groupby(face, sort=False)
+    }
+    out["all"] = (int(readings["correct"].sum()), len(readings))
     return out
 
 
@@ -165,6 +218,12 @@ def main(argv: list[str] | None = None) -> dict:
         "--override", action="append", default=[], metavar="KEY=VALUE",
         help="a training override for every family (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--system", action="store_true",
+        help="also: whole-string strips in common system typefaces (SYSTEM_FONTS), read by a "
+        "run trained on the default data (--run, else one is trained)",
+    )  # fmt: skip
+    p.add_argument("--run", type=Path, default=None, help="--system: a run to read with")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -173,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.error(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
 
     results = {f: run_family(args, f) for f in families}
+    system = run_system(args) if args.system else {}
     header = f"{'left-out family':<18} {'kind':<13} {'exact % [95% CI]':>22}   n"
     print(f"\ntypefaces: {args.model} reader, {args.steps} steps, seen {args.lengths}")
     print(header + "\n" + "-" * len(header))
@@ -185,7 +245,13 @@ def main(argv: list[str] | None = None) -> dict:
             totals[kind][1] += n
             rows.append({"family": family, "kind": kind, "correct": k, "n": n})
     for kind, (k, n) in totals.items():
-        print(_row("overall", kind, k, n))
+        if n:
+            print(_row("overall", kind, k, n))
+    if system:
+        print(f"\nsystem typefaces, none in training ({args.run or 'default training'}):")
+        for face, (k, n) in system.items():
+            print(_row(face, "whole-string", k, n))
+            rows.append({"family": f"system:{face}", "kind": "whole-string", "correct": k, "n": n})
     report = {"model": args.model, "steps": args.steps, "override": args.override, "rows": rows}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
