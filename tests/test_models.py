@@ -8,6 +8,7 @@ from readers_util import strips, tiny_config
 from attnlab import tokens
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream
+from attnlab.errors import UserError
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.models.decoding import beam_search, greedy
@@ -144,3 +145,26 @@ def test_column_convolutions_see_the_strip_alone_whatever_it_is_batched_with(ove
             alone, n, _ = m.encoder(one.images, one.widths)
             assert int(n[0]) == int(lengths[i])
             assert torch.allclose(alone[0], batch[i, : int(n[0])], atol=1e-5)
+
+
+def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_trained(tmp_path):
+    from attnlab import checkpoint
+    from attnlab.train import plain_config
+
+    cfg = tiny_config("attention", "model.column_convs=[]", "data.stretch=[1.0,1.0]")
+    torch.manual_seed(0)
+    m = registry.build(cfg.model, cfg.data.height).eval()
+    config = plain_config(cfg)
+    del config["model"]["column_convs"], config["data"]["stretch"], config["data"]["dilate"]
+    path = tmp_path / "old.pt"
+    torch.save(
+        {"format": 2, "reader": m.name, "model": m.state_dict(), "config": config, "step": 0},
+        path,
+    )
+    back, old = checkpoint.restore_reader(checkpoint.load(path), path)
+    assert list(old.model.column_convs) == [] and len(back.encoder.column_convs) == 0
+    assert list(old.data.stretch) == [1.0, 1.0] and old.data.dilate == 0.0
+    # A file of today's format without the key is today's config: the default applies.
+    torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
+    with pytest.raises(UserError, match="does not fit the configured model"):
+        checkpoint.restore_reader(checkpoint.load(path), path)
