@@ -178,7 +178,7 @@ def test_learned_positions_past_their_table_raise_a_user_error_naming_the_key():
         with pytest.raises(UserError, match=r"model\.max_len=4.*model\.pos=learned"):
             m.teacher_forcing(memory, random_inputs(1, 5))
         with pytest.raises(UserError, match=r"model\.max_len"):
-            m.read(s.images, s.widths)  # an untrained reader runs past 4 steps
+            m.read(s.images, s.widths, lengths=torch.tensor([6]))  # 7 steps: past 4
     cols = tiny_reader(
         NAME, "model.encoder=transformer", "model.enc_pos=learned", "model.max_len=8"
     )
