@@ -34,9 +34,9 @@ READABLE = (1, 2, 3)
 LEGACY = {
     "model": {"column_convs": []},
     "data": {
-        "stretch": [1.0, 1.0], "dilate": 0.0, "ink_level": [0.0, 0.0],
-        "strip_scale": [1.0, 1.0], "strip_shift": 0.0, "wave": 0.0, "resample": [1.0, 1.0],
-        "shading": 0.0,
+        "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
+        "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0, "wave": 0.0,
+        "resample": [1.0, 1.0], "shading": 0.0,
     },
 }  # fmt: skip
 

@@ -26,6 +26,8 @@ class DataConfig:
     exclude_fonts: list[str] = field(default_factory=list)  # file-name substrings left out
     font_sizes: list[int] = field(default_factory=lambda: [22, 26, 30])  # px at height 32
     stroke_widths: list[int] = field(default_factory=lambda: [0, 1])
+    marked_zeros: float = 0.3  # share of renderings whose zero has a dot or a slash (monospace)
+    oldstyle: float = 0.15  # share of renderings drawn with old-style (text) figures
     variants: int = 8  # geometric variants per glyph (scale, stretch, shear, rotation)
     scale: list[float] = field(default_factory=lambda: [0.85, 1.1])
     stretch: list[float] = field(default_factory=lambda: [0.8, 1.25])  # glyph width x, on scale
@@ -275,7 +277,10 @@ def check_data(d: Any) -> None:
     _require(d.ink_level[1] <= 0.9, "data.ink_level", list(d.ink_level), "must be in [-0.9, 0.9]")
     _check_pairs(d, "data", ["resample"], low=0.1)
     _require(d.resample[1] <= 1.0, "data.resample", list(d.resample), "must be factors <= 1")
-    for key, high in (("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0)):
+    for key, high in (
+        ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
+        ("marked_zeros", 1.0), ("oldstyle", 1.0),
+    ):  # fmt: skip
         value = getattr(d, key)
         _require(
             _finite(value) and 0 <= value <= high, f"data.{key}", value, f"must be in [0, {high:g}]"

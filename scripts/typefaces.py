@@ -72,10 +72,11 @@ def attnlab(*args: object) -> None:
         raise SystemExit(f"typefaces: {' '.join(cmd[3:6])}... failed:\n{res.stderr[-2000:]}")
 
 
-# The lab's variation: every whole-strip variation and the glyph stretch off.
+# The lab's variation: the glyph forms and whole-strip variation added since turned off.
 LAB_VARIATION = {
-    "stretch": [1.0, 1.0], "dilate": 0.0, "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0],
-    "strip_shift": 0.0, "wave": 0.0, "resample": [1.0, 1.0], "shading": 0.0,
+    "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
+    "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0, "wave": 0.0,
+    "resample": [1.0, 1.0], "shading": 0.0,
 }  # fmt: skip
 
 

@@ -170,3 +170,27 @@ def test_only_the_training_stream_is_augmented_and_fixed_sets_stay_put():
     a, b = stream.next(), same.next()
     assert a.labels == b.labels and torch.equal(a.spans, b.spans)
     assert not torch.equal(a.images, b.images)
+
+
+def test_marked_zeros_get_ink_in_their_counter_and_oldstyle_figures_move():
+    from attnlab.data.strips import _render_digits, bundled_fonts, mark_zero, oldstyle_figures
+
+    sans = next(f for f in bundled_fonts() if f.endswith("DejaVuSans.ttf"))
+    glyphs = _render_digits(sans, 30, 0, 32)
+    zero = glyphs[0]
+    rows = torch.nonzero(zero.amax(1) > 0.5).flatten()
+    cy, cx = (int(rows[0]) + int(rows[-1])) // 2, zero.shape[1] // 2
+    assert float(zero[cy, cx]) < 0.1  # a plain zero's counter is paper
+    for how in ("dot", "slash"):
+        marked = mark_zero(zero, how)
+        assert float(marked[cy - 1 : cy + 2, cx - 1 : cx + 2].max()) > 0.5
+        assert float(marked.sum()) > float(zero.sum())
+
+    def rows_of(g):
+        r = torch.nonzero(g.amax(1) > 0.5).flatten()
+        return int(r[0]), int(r[-1])
+
+    old = oldstyle_figures(glyphs, baseline=round(0.8 * 32))
+    assert rows_of(old[1])[0] > rows_of(glyphs[1])[0] + 3  # a small 1: its top comes down
+    assert rows_of(old[7])[1] > rows_of(glyphs[7])[1] + 3  # a descending 7: its foot drops
+    assert torch.equal(old[8], glyphs[8])  # 6 and 8 keep their full height

@@ -144,6 +144,66 @@ def _render_digits(source: str, size: int, stroke: int, height: int) -> list[tor
     return glyphs
 
 
+def mark_zero(glyph: torch.Tensor, how: str) -> torch.Tensor:
+    """A zero (H, w) ink in [0, 1] with a dot in its counter or a slash across it, drawn in
+    its own stroke width: the zeros of many monospaced and programming typefaces."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    h, w = glyph.shape
+    rows = torch.nonzero(glyph.amax(1) > 0.5).flatten()
+    if len(rows) < 3 or w < 4:
+        return glyph
+    top, bottom = int(rows[0]), int(rows[-1])
+    mid = (top + bottom) // 2
+    run = glyph[mid] > 0.5  # the left stroke at mid height: its width is the stroke's
+    first = int(torch.nonzero(run).flatten()[0]) if bool(run.any()) else 0
+    stroke = int(torch.nonzero(~run[first:]).flatten()[0]) if bool((~run[first:]).any()) else 1
+    stroke = max(1, min(stroke, w // 4))
+    image = Image.fromarray(np.uint8(glyph.numpy() * 255))
+    draw = ImageDraw.Draw(image)
+    cx, cy, tall = (w - 1) / 2, (top + bottom) / 2, bottom - top
+    if how == "dot":
+        rx, ry = max(0.6, 0.45 * stroke), max(0.8, 0.12 * tall)
+        draw.ellipse((cx - rx, cy - ry, cx + rx, cy + ry), fill=255)
+    else:
+        draw.line(
+            (0.8 * (w - 1), top + 0.15 * tall, 0.2 * (w - 1), bottom - 0.15 * tall),
+            fill=255, width=stroke,
+        )  # fmt: skip
+    return torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0)
+
+
+# Old-style (text) figures: 0 1 2 at x-height, 3 4 5 7 9 from x-height down below the
+# baseline, 6 8 at full height, as book typefaces (Georgia, Computer Modern's italic) draw them.
+_SMALL, _DESCENDING = (0, 1, 2), (3, 4, 5, 7, 9)
+
+
+def oldstyle_figures(glyphs: list[torch.Tensor], baseline: int) -> list[torch.Tensor]:
+    """Ten lining figures (H, w) standing on ``baseline`` -> their old-style forms: small
+    ones shrunk to 70% of the height onto the baseline, descending ones shrunk to 90% and
+    moved down by 30% of the height (clipped at the image's bottom), 6 and 8 unchanged."""
+    out = []
+    for d, g in enumerate(glyphs):
+        h, w = g.shape
+        rows = torch.nonzero(g.amax(1) > 0.1).flatten()
+        if d not in _SMALL + _DESCENDING or len(rows) < 4:
+            out.append(g)
+            continue
+        top, cap = int(rows[0]), baseline - int(rows[0])
+        factor = 0.7 if d in _SMALL else 0.9
+        new_h, new_w = max(2, round(cap * factor)), max(2, round(w * (0.9 if d in _SMALL else 1)))
+        small = F.interpolate(
+            g[None, None, top:baseline], size=(new_h, new_w), mode="bilinear", align_corners=False
+        )[0, 0]
+        bottom = baseline if d in _SMALL else baseline + round(0.3 * cap)
+        bottom = min(bottom, h)
+        placed = torch.zeros(h, new_w)
+        placed[bottom - min(new_h, bottom) : bottom] = small[new_h - min(new_h, bottom) :]
+        out.append(placed.clamp(0, 1))
+    return out
+
+
 def _affine_variants(
     glyphs: torch.Tensor,
     v: int,
@@ -215,7 +275,7 @@ def _bank_key(data: DataConfig) -> tuple:
     return (
         data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
         tuple(data.scale), tuple(data.stretch), tuple(data.shear), tuple(data.rotation),
-        data.v_offset, tuple(data.blur),
+        data.v_offset, tuple(data.blur), float(data.marked_zeros), float(data.oldstyle),
     )  # fmt: skip
 
 
@@ -226,11 +286,13 @@ def glyph_bank(data: DataConfig) -> GlyphBank:
 
 @functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
-    height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur = key
+    (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
+     marked, oldstyle) = key  # fmt: skip
     if variants < 1:
         raise UserError(f"data.variants must be >= 1, got {variants}")
     base: list[torch.Tensor] = []
     names: list[str] = []
+    zeros = torch.Generator().manual_seed(10)  # which renderings mark their zero, and how
     for source in fonts:
         for size in sizes:
             px = max(6, round(size * height / 32))
@@ -238,6 +300,11 @@ def _build_bank(key: tuple) -> GlyphBank:
                 glyphs = _render_digits(source, px, stroke, height)
                 if glyphs is None:
                     continue
+                u, how, old = torch.rand(3, generator=zeros).tolist()
+                if u < marked:
+                    glyphs[0] = mark_zero(glyphs[0], "dot" if how < 0.5 else "slash")
+                if old < oldstyle:
+                    glyphs = oldstyle_figures(glyphs, round(0.8 * height))
                 base.extend(glyphs)
                 names.append(f"{Path(source).stem}@{px}/{stroke}")
     if not names:
