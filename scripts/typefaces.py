@@ -59,7 +59,7 @@ SYSTEM_FONTS = [
 
 
 def family_fonts(family: str) -> list[str]:
-    from attnlab.data.strips import bundled_fonts
+    from attnlab.data.glyphs import bundled_fonts
 
     keys = FAMILIES[family]
     return [f for f in bundled_fonts() if any(k in Path(f).name for k in keys)]

@@ -4,7 +4,8 @@ import torch
 from readers_util import clean_data
 
 from attnlab.config import DataConfig
-from attnlab.data.strips import StripSynth, TrainStream, bundled_fonts, fixed_set, glyph_bank
+from attnlab.data.glyphs import bundled_fonts, glyph_bank
+from attnlab.data.strips import StripSynth, TrainStream, fixed_set
 
 CLEAN = clean_data()
 
@@ -173,10 +174,10 @@ def test_only_the_training_stream_is_augmented_and_fixed_sets_stay_put():
 
 
 def test_marked_zeros_get_ink_in_their_counter_and_oldstyle_figures_move():
-    from attnlab.data.strips import _render_digits, bundled_fonts, mark_zero, oldstyle_figures
+    from attnlab.data.glyphs import mark_zero, oldstyle_figures, render_digits
 
     sans = next(f for f in bundled_fonts() if f.endswith("DejaVuSans.ttf"))
-    glyphs = _render_digits(sans, 30, 0, 32)
+    glyphs = render_digits(sans, 30, 0, 32)
     zero = glyphs[0]
     rows = torch.nonzero(zero.amax(1) > 0.5).flatten()
     cy, cx = (int(rows[0]) + int(rows[-1])) // 2, zero.shape[1] // 2

@@ -1,0 +1,86 @@
+"""Training augmentation: whole-strip variation of placed glyphs (``StripSynth.render``
+with ``augment``; the training stream only). Vertical geometry only, so every glyph keeps
+its columns and its span stays true.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from attnlab.config import DataConfig
+from attnlab.data.ranges import levels, uniform
+
+
+def vary_strips(
+    ink: torch.Tensor, widths: torch.Tensor, d: DataConfig, gen: torch.Generator
+) -> torch.Tensor:
+    """Whole-strip variation of placed glyphs: ink (B, H, W) in [0, 1] -> the same, varied.
+
+    Stroke: a share of strips dilated by one pixel (``dilate``), then the ink levels
+    stretched (``ink_level`` t < 0: ink under -t fades, thinner strokes; t > 0: ink over
+    1 - t saturates, thicker ones). Geometry, vertical only (columns keep their ink, so glyph
+    spans stay true): the whole string scaled about its middle row, shifted, and bent by a
+    smooth wave along the strip. Resolution: strips drawn at a smaller height (area
+    downscale) and resized back (bilinear), as a scan or a photo of other size would be.
+    Every draw comes from ``gen``, in a fixed order, whether or not a variation is on.
+    """
+    b, h, w = ink.shape
+    dilated = torch.rand(b, generator=gen) < d.dilate
+    level = uniform(d.ink_level, b, gen)
+    scale = uniform(d.strip_scale, b, gen)
+    shift = uniform([-d.strip_shift, d.strip_shift], b, gen)
+    amp = uniform([0.0, d.wave], b, gen)
+    period = uniform([3.0 * h, 8.0 * h], b, gen)  # px along the strip
+    phase = uniform([0.0, 2 * math.pi], b, gen)
+    factors = levels(d.resample)
+    resampled = torch.randint(0, len(factors), (b,), generator=gen)
+
+    if bool(dilated.any()):  # max over each pixel's 2 x 2 neighbourhood
+        x = F.pad(ink[dilated], (0, 1, 0, 1))
+        ink[dilated] = torch.maximum(
+            torch.maximum(x[:, :-1, :-1], x[:, 1:, :-1]), torch.maximum(x[:, :-1, 1:], x[:, 1:, 1:])
+        )
+    if float(level.abs().max()) > 1e-6:
+        lo, hi = (-level).clamp(min=0), 1 - level.clamp(min=0)
+        ink = ink.sub_(lo[:, None, None]).mul_((1 / (hi - lo))[:, None, None]).clamp_(0, 1)
+    if float((scale - 1).abs().max()) > 1e-6 or d.strip_shift > 0 or d.wave > 0:
+        # Output row y of column x samples input row mid + (y - mid - shift - wave(x)) / scale,
+        # written straight into grid_sample's normalised coordinates (align_corners=False).
+        xs = torch.arange(w, dtype=torch.float32)
+        ys = torch.arange(h, dtype=torch.float32)
+        wave = amp[:, None] * torch.sin(2 * math.pi * xs[None] / period[:, None] + phase[:, None])
+        mid = (h - 1) / 2
+        # src_y = a * y + c(x) with a = 1 / scale, c = mid - (mid + shift + wave) / scale.
+        a = 1 / scale
+        c = mid - (mid + shift[:, None] + wave) * a[:, None]  # (B, W)
+        grid = torch.empty(b, h, w, 2)
+        grid[..., 0] = (2 * xs + 1) / w - 1
+        torch.add(
+            (2 * a / h)[:, None, None] * ys[None, :, None],
+            ((2 * c + 1) / h - 1)[:, None, :],
+            out=grid[..., 1],
+        )
+        ink = F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
+    for i, f in enumerate(factors):
+        rows = resampled == i
+        if f >= 1.0 - 1e-6 or not bool(rows.any()):
+            continue
+        small = F.interpolate(
+            ink[rows][:, None], size=(max(4, round(h * f)), max(1, round(w * f))), mode="area"
+        )
+        ink[rows] = F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)[:, 0]
+    return ink.clamp_(0.0, 1.0)
+
+
+def shading(widths: torch.Tensor, canvas_w: int, amount: float, gen: torch.Generator):
+    """(B, W) paper factor: 1 at one end of the strip, down to 1 - a at the other
+    (a drawn in [0, amount], the direction at random): uneven light on the page."""
+    b = len(widths)
+    a = uniform([0.0, amount], b, gen)
+    flip = torch.rand(b, generator=gen) < 0.5
+    ramp = (torch.arange(canvas_w)[None] / widths[:, None].clamp(min=1)).clamp(max=1.0)
+    ramp = torch.where(flip[:, None], 1.0 - ramp, ramp)
+    return 1.0 - a[:, None] * ramp

@@ -1,0 +1,287 @@
+"""Glyphs: the bundled fonts, their ten digits rendered, the glyph forms some typefaces
+have (marked zeros, old-style figures), and the glyph bank every strip is drawn from.
+
+The bank holds every digit of every font, size and stroke in geometric variants (scale,
+stretch, shear, rotation, vertical shift) and blur levels, built once per process from a
+fixed seed: it is part of the data definition, the same on every machine (fonts shipped
+inside Pillow and matplotlib).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from attnlab.config import DataConfig
+from attnlab.data.ranges import levels
+from attnlab.errors import UserError
+
+DIGITS = "0123456789"
+# Symbol-only or display fonts whose digits are missing or not digits (file-name substrings:
+# DejaVuSansDisplay and DejaVuSerifDisplay draw a placeholder box for every digit).
+_SKIP_FONTS = ("cmex10", "cmsy10", "STIXSiz", "Display", "LastResort", "STIXNonUni")
+
+
+def bundled_fonts() -> list[str]:
+    """TrueType fonts shipped with matplotlib that render all ten digits, plus Pillow's own."""
+    import matplotlib
+
+    ttf = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    paths = sorted(
+        str(p) for p in ttf.glob("*.ttf") if not any(skip in p.stem for skip in _SKIP_FONTS)
+    )
+    return ["pillow:default", *paths]
+
+
+def resolve_fonts(data: DataConfig) -> list[str]:
+    """Font sources named by the config: ``bundled`` or paths / globs, minus exclusions."""
+    fonts: list[str] = []
+    for entry in data.fonts:
+        if entry == "bundled":
+            fonts.extend(bundled_fonts())
+            continue
+        matches = sorted(glob.glob(str(Path(entry).expanduser())))
+        if not matches:
+            raise UserError(f"data.fonts: no font file matches {entry!r}")
+        fonts.extend(matches)
+    fonts = [f for f in fonts if not any(x in Path(f).name for x in data.exclude_fonts)]
+    if not fonts:
+        raise UserError("data.fonts: no fonts left after data.exclude_fonts")
+    return fonts
+
+
+def _load_font(source: str, size: int):
+    from PIL import ImageFont
+
+    if source == "pillow:default":
+        return ImageFont.load_default(size=size)
+    try:
+        return ImageFont.truetype(source, size=size)
+    except OSError as err:
+        raise UserError(f"data.fonts: cannot load font {source}: {err}") from err
+
+
+def render_digits(source: str, size: int, stroke: int, height: int) -> list[torch.Tensor] | None:
+    """Ten tight-cropped glyphs (height, w) as ink in [0, 1]; None if the font lacks digits."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    font = _load_font(source, size)
+    baseline = round(0.8 * height)
+    glyphs = []
+    for d in DIGITS:
+        canvas = Image.new("L", (3 * size + 4 * stroke + 8, height), 0)
+        ImageDraw.Draw(canvas).text(
+            (4 + stroke, baseline), d, font=font, fill=255, anchor="ls",
+            stroke_width=stroke, stroke_fill=255,
+        )  # fmt: skip
+        ink = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
+        cols = torch.nonzero(ink.sum(0) > 0.05).flatten()
+        if len(cols) == 0:
+            return None
+        glyphs.append(ink[:, int(cols[0]) : int(cols[-1]) + 1])
+    # A font without digits draws the same placeholder box for each of them.
+    first = glyphs[0]
+    if all(g.shape == first.shape and torch.equal(g, first) for g in glyphs[1:]):
+        return None
+    return glyphs
+
+
+def mark_zero(glyph: torch.Tensor, how: str) -> torch.Tensor:
+    """A zero (H, w) ink in [0, 1] with a dot in its counter or a slash across it, drawn in
+    its own stroke width: the zeros of many monospaced and programming typefaces."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    h, w = glyph.shape
+    rows = torch.nonzero(glyph.amax(1) > 0.5).flatten()
+    if len(rows) < 3 or w < 4:
+        return glyph
+    top, bottom = int(rows[0]), int(rows[-1])
+    mid = (top + bottom) // 2
+    run = glyph[mid] > 0.5  # the left stroke at mid height: its width is the stroke's
+    first = int(torch.nonzero(run).flatten()[0]) if bool(run.any()) else 0
+    stroke = int(torch.nonzero(~run[first:]).flatten()[0]) if bool((~run[first:]).any()) else 1
+    stroke = max(1, min(stroke, w // 4))
+    image = Image.fromarray(np.uint8(glyph.numpy() * 255))
+    draw = ImageDraw.Draw(image)
+    cx, cy, tall = (w - 1) / 2, (top + bottom) / 2, bottom - top
+    if how == "dot":
+        rx, ry = max(0.6, 0.45 * stroke), max(0.8, 0.12 * tall)
+        draw.ellipse((cx - rx, cy - ry, cx + rx, cy + ry), fill=255)
+    else:
+        draw.line(
+            (0.8 * (w - 1), top + 0.15 * tall, 0.2 * (w - 1), bottom - 0.15 * tall),
+            fill=255, width=stroke,
+        )  # fmt: skip
+    return torch.from_numpy(np.asarray(image, dtype=np.float32) / 255.0)
+
+
+# Old-style (text) figures: 0 1 2 at x-height, 3 4 5 7 9 from x-height down below the
+# baseline, 6 8 at full height, as book typefaces (Georgia, Computer Modern's italic) draw them.
+_SMALL, _DESCENDING = (0, 1, 2), (3, 4, 5, 7, 9)
+
+
+def oldstyle_figures(glyphs: list[torch.Tensor], baseline: int) -> list[torch.Tensor]:
+    """Ten lining figures (H, w) standing on ``baseline`` -> their old-style forms: small
+    ones shrunk to 70% of the height onto the baseline, descending ones shrunk to 90% and
+    moved down by 30% of the height (clipped at the image's bottom), 6 and 8 unchanged."""
+    out = []
+    for d, g in enumerate(glyphs):
+        h, w = g.shape
+        rows = torch.nonzero(g.amax(1) > 0.1).flatten()
+        if d not in _SMALL + _DESCENDING or len(rows) < 4:
+            out.append(g)
+            continue
+        top, cap = int(rows[0]), baseline - int(rows[0])
+        factor = 0.7 if d in _SMALL else 0.9
+        new_h, new_w = max(2, round(cap * factor)), max(2, round(w * (0.9 if d in _SMALL else 1)))
+        small = F.interpolate(
+            g[None, None, top:baseline], size=(new_h, new_w), mode="bilinear", align_corners=False
+        )[0, 0]
+        bottom = baseline if d in _SMALL else baseline + round(0.3 * cap)
+        bottom = min(bottom, h)
+        placed = torch.zeros(h, new_w)
+        placed[bottom - min(new_h, bottom) : bottom] = small[new_h - min(new_h, bottom) :]
+        out.append(placed.clamp(0, 1))
+    return out
+
+
+def _affine_variants(
+    glyphs: torch.Tensor,
+    v: int,
+    scale,
+    stretch,
+    shear,
+    rotation,
+    v_offset: int,
+    gen: torch.Generator,
+) -> torch.Tensor:
+    """(N, H, Wg) -> (N, V, H, Wg): variant 0 unchanged; the others scaled, stretched
+    horizontally, sheared, rotated and shifted vertically, each with its own draw from the
+    configured [low, high] ranges."""
+    n, h, wg = glyphs.shape
+    u = torch.rand(n, v, 5, generator=gen)
+    lo = torch.tensor([scale[0], shear[0], rotation[0], -v_offset, stretch[0]])
+    hi = torch.tensor([scale[1], shear[1], rotation[1], v_offset, stretch[1]])
+    p = lo.float() + u * (hi - lo).float()
+    p[:, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    scale, shear, rot, wide = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2]), p[..., 4]
+    shift = -2.0 * p[..., 3] / h  # pixels -> normalised height, output moves down by +px
+    # Output->input map in normalised coordinates (x spans the width, y the height).
+    aspect = wg / h
+    cos, sin = torch.cos(rot), torch.sin(rot)
+    zero = torch.zeros_like(scale)
+    row1 = torch.stack([cos / scale / wide, (-sin + shear) / scale / aspect / wide, zero], -1)
+    row2 = torch.stack([sin / scale * aspect, cos / scale, shift], -1)
+    theta = torch.stack([row1, row2], -2).reshape(n * v, 2, 3)
+    src = glyphs[:, None].expand(n, v, h, wg).reshape(n * v, 1, h, wg)
+    grid = F.affine_grid(theta, [n * v, 1, h, wg], align_corners=False)
+    out = F.grid_sample(src, grid, align_corners=False, padding_mode="zeros")
+    return out.reshape(n, v, h, wg)
+
+
+def _gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of (N, H, W) images, zero outside (ink fades into paper)."""
+    if sigma < 0.05:
+        return images
+    radius = max(1, math.ceil(2.5 * sigma))
+    x = torch.arange(-radius, radius + 1, dtype=torch.float32)
+    k = torch.exp(-(x**2) / (2 * sigma**2))
+    k = k / k.sum()
+    out = F.conv2d(images[:, None], k.view(1, 1, 1, -1), padding=(0, radius))
+    out = F.conv2d(out, k.view(1, 1, -1, 1), padding=(radius, 0))
+    return out[:, 0]
+
+
+@dataclass(frozen=True)
+class GlyphBank:
+    """Every digit of every font, size and stroke, in geometric variants and blur levels.
+
+    Stored column-major, (..., Wg, H), so that placing a glyph adds whole columns.
+    """
+
+    columns: torch.Tensor  # (R, K, 10, V, Wg, H) uint8 ink, left-aligned on the first ink column
+    widths: torch.Tensor  # (R, K, 10, V) int64 ink width of each glyph
+    renderings: tuple[str, ...]  # "font@size/stroke" for each of the R renderings
+    blur_levels: tuple[float, ...]  # the K blur sigmas
+
+
+def _bank_key(data: DataConfig) -> tuple:
+    fonts = tuple(resolve_fonts(data))
+    return (
+        data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
+        tuple(data.scale), tuple(data.stretch), tuple(data.shear), tuple(data.rotation),
+        data.v_offset, tuple(data.blur), float(data.marked_zeros), float(data.oldstyle),
+    )  # fmt: skip
+
+
+def glyph_bank(data: DataConfig) -> GlyphBank:
+    """The bank for this config, built once per process."""
+    return _build_bank(_bank_key(data))
+
+
+@functools.lru_cache(maxsize=4)
+def _build_bank(key: tuple) -> GlyphBank:
+    (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
+     marked, oldstyle) = key  # fmt: skip
+    if variants < 1:
+        raise UserError(f"data.variants must be >= 1, got {variants}")
+    base: list[torch.Tensor] = []
+    names: list[str] = []
+    zeros = torch.Generator().manual_seed(10)  # which renderings mark their zero, and how
+    for source in fonts:
+        for size in sizes:
+            px = max(6, round(size * height / 32))
+            for stroke in strokes:
+                glyphs = render_digits(source, px, stroke, height)
+                if glyphs is None:
+                    continue
+                u, how, old = torch.rand(3, generator=zeros).tolist()
+                if u < marked:
+                    glyphs[0] = mark_zero(glyphs[0], "dot" if how < 0.5 else "slash")
+                if old < oldstyle:
+                    glyphs = oldstyle_figures(glyphs, round(0.8 * height))
+                base.extend(glyphs)
+                names.append(f"{Path(source).stem}@{px}/{stroke}")
+    if not names:
+        raise UserError("data.fonts: none of the fonts renders the ten digits")
+    wg = math.ceil(1.5 * max(1.0, stretch[1]) * max(g.shape[1] for g in base)) + 4
+    padded = torch.zeros(len(base), height, wg)
+    for i, g in enumerate(base):  # centred, so that rotation and shear stay inside
+        left = (wg - g.shape[1]) // 2
+        padded[i, :, left : left + g.shape[1]] = g
+    gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
+    var = _affine_variants(padded, variants, scale, stretch, shear, rotation, v_offset, gen)
+    var = var.clamp_(0, 1)  # (N, V, H, Wg)
+    sigmas = levels(blur)  # the Gaussian sigmas a strip can be blurred with
+    aligned = [_left_align(_gaussian_blur(var.reshape(-1, height, wg), s)) for s in sigmas]
+    w_used = int(max(w.max() for _, w in aligned))
+    n, r, k = len(base), len(names), len(sigmas)
+    columns = torch.stack([c[:, :w_used].view(n, variants, w_used, height) for c, _ in aligned], 1)
+    columns = columns.reshape(r, 10, k, variants, w_used, height).transpose(1, 2)
+    widths = torch.stack([w.reshape(n, variants) for _, w in aligned], 1)  # (N, K, V)
+    widths = widths.reshape(r, 10, k, variants).transpose(1, 2)
+    return GlyphBank(columns.contiguous(), widths.contiguous(), tuple(names), tuple(sigmas))
+
+
+def _left_align(glyphs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N*V, H, Wg) ink -> columns (N*V, Wg, H) uint8 starting at the first ink column,
+    and the ink widths (N*V,)."""
+    h, wg = glyphs.shape[1:]
+    inked = glyphs.amax(dim=1) > 0.1  # (N*V, Wg)
+    cols = torch.arange(wg)
+    first = torch.where(inked, cols, wg).amin(-1).clamp(max=wg - 1)
+    last = torch.where(inked, cols, -1).amax(-1)
+    widths = (last - first + 1).clamp(min=1)
+    src = (cols + first[:, None]).clamp(max=wg - 1)  # (N*V, Wg)
+    aligned = torch.gather(glyphs, 2, src[:, None, :].expand(-1, h, -1))
+    aligned = aligned * (cols < widths[:, None, None])
+    columns = (aligned.transpose(1, 2) * 255).round().to(torch.uint8)
+    return columns, widths
