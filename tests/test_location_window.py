@@ -157,5 +157,5 @@ def test_teacher_forcing_never_sees_the_stop_rule():
     losses = []
     for stop in Stop:
         m = tiny_reader("window", f"model.stop={stop.value}")
-        losses.append(float(m.loss(s.images, s.widths, s.labels)))
+        losses.append(m.loss(s.images, s.widths, s.labels).item())
     assert losses[0] == losses[1] == losses[2]
