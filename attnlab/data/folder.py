@@ -154,7 +154,7 @@ def crop_to_ink(grey: np.ndarray) -> np.ndarray:
     h = (bottom - top) / INK_HEIGHT
     y0 = round((top + bottom) / 2 - INK_CENTRE * h)
     margin = round(SIDE_MARGIN * h)
-    y0, y1 = y0, y0 + max(1, round(h))
+    y1 = y0 + max(1, round(h))
     x0, x1 = left - margin, right + margin
     out = np.full((y1 - y0, x1 - x0), paper, dtype=np.float32)
     sy0, sy1 = max(0, y0), min(grey.shape[0], y1)
