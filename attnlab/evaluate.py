@@ -201,10 +201,8 @@ def draw_maps(
             lines.append(f"maps: length {n} was not evaluated, skipped")
             continue
         strips, r = readings_by_length[n]
-        exact = r.exact(strips.labels)
-        for kind, pick in (("correct", np.flatnonzero(exact)), ("failure", np.flatnonzero(~exact))):
-            chosen = pick[:k]
-            for j, i in enumerate(chosen.tolist()):
+        for kind, chosen in map_picks(strips, r, k):
+            for j, i in enumerate(chosen):
                 truth, reading = strips.labels[i], r.texts[i]
                 maps.draw_attention_map(
                     out.map_path(n, kind, j),
@@ -219,10 +217,20 @@ def draw_maps(
                 )
             if len(chosen) < k:
                 lines.append(
-                    f"maps: length {n}: only {len(chosen)} {kind} reading(s) of {len(exact)} "
+                    f"maps: length {n}: only {len(chosen)} {kind} reading(s) of {len(strips)} "
                     f"(fewer than k={k})"
                 )
     return lines
+
+
+def map_picks(strips: StripBatch, r, k: int) -> list[tuple[str, list[int]]]:
+    """The strips a length's maps show: the first k correct readings and the first k
+    failures, as ("correct" | "failure", strip indices)."""
+    exact = r.exact(strips.labels)
+    return [
+        ("correct", np.flatnonzero(exact)[:k].tolist()),
+        ("failure", np.flatnonzero(~exact)[:k].tolist()),
+    ]
 
 
 def draw_head_maps(out: EvalDir, reader, dev, readings_by_length, lengths, k: int) -> int:
@@ -233,9 +241,7 @@ def draw_head_maps(out: EvalDir, reader, dev, readings_by_length, lengths, k: in
         if n not in readings_by_length or k == 0:
             continue
         strips, r = readings_by_length[n]
-        exact = r.exact(strips.labels)
-        for kind, pick in (("correct", np.flatnonzero(exact)), ("failure", np.flatnonzero(~exact))):
-            chosen = pick[:k].tolist()
+        for kind, chosen in map_picks(strips, r, k):
             if not chosen:
                 continue
             sub = strips.select(chosen)

@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from attnlab.checkpoint import LEGACY
+
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches).
 FAMILIES: dict[str, list[str]] = {
     "serif": ["DejaVuSerif"],  # DejaVu Serif, regular to bold italic
@@ -72,12 +74,9 @@ def attnlab(*args: object) -> None:
         raise SystemExit(f"typefaces: {' '.join(cmd[3:6])}... failed:\n{res.stderr[-2000:]}")
 
 
-# The lab's variation: the glyph forms and whole-strip variation added since turned off.
-LAB_VARIATION = {
-    "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
-    "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0, "wave": 0.0,
-    "resample": [1.0, 1.0], "shading": 0.0,
-}  # fmt: skip
+# The lab's variation: the glyph forms and training augmentation added since turned off,
+# as checkpoints from before them read.
+LAB_VARIATION = LEGACY["data"]
 
 
 def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], seed: int) -> Path:

@@ -389,3 +389,12 @@ def test_crop_leaves_a_blank_image_alone(tmp_path):
     Image.fromarray(np.full((32, 50), 250, np.uint8)).save(tmp_path / "blank.png")
     x = load_image(tmp_path / "blank.png", 32, crop=True)
     assert x.shape == (32, 50)
+
+
+def test_a_blank_noisy_scan_is_not_taken_for_inverted(tmp_path):
+    rng = np.random.default_rng(0)
+    noisy = np.clip(rng.normal(120, 6, (48, 160)), 0, 255).astype(np.uint8)
+    Image.fromarray(noisy).save(tmp_path / "noise.png")
+    said, warn = collect()
+    load_image(tmp_path / "noise.png", 32, warn)
+    assert said == []

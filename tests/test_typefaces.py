@@ -1,0 +1,34 @@
+"""The held-out typeface benchmark's test strips (scripts/typefaces.py), without training."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnlab.data.folder import load_folder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import typefaces  # noqa: E402
+
+
+@pytest.mark.parametrize("family", list(typefaces.FAMILIES))
+def test_every_family_has_fonts_that_draw_ink_in_both_kinds(family, tmp_path):
+    fonts = typefaces.family_fonts(family)
+    assert fonts, f"{family}: no bundled font"
+    synthetic = typefaces.synthetic_folder(tmp_path / "synthetic", fonts, 3, [1, 4], seed=1)
+    # Whole strings in every font of the family (a display font's placeholder boxes, once
+    # listed, made blank test strips).
+    whole = typefaces.whole_string_folder(tmp_path / "whole", fonts, 1, [1, 4], seed=1, free=True)
+    for kind, folder, n in (("synthetic", synthetic, 3), ("whole-string", whole, len(fonts))):
+        strips, _ = load_folder(folder, 32)  # as drawn: no polarity or crop to hide a blank
+        assert sorted(len(s) for s in strips.labels) == [1] * n + [4] * n
+        for i in range(len(strips)):  # no blank strip: ink far darker than the paper
+            pixels = strips.images[i, :, : int(strips.widths[i])]
+            assert float(pixels.max() - pixels.min()) > 0.4, (kind, i)
+
+
+def test_free_layout_draws_each_font_with_its_own_margins(tmp_path):
+    fonts = typefaces.family_fonts("sans")[:2]
+    folder = typefaces.whole_string_folder(tmp_path / "free", fonts, 2, [3], seed=0, free=True)
+    names = sorted(p.name for p in folder.glob("*.png"))
+    assert len(names) == 4 and all(Path(f).stem in " ".join(names) for f in fonts)
