@@ -21,8 +21,10 @@ class DataConfig:
     # Seen lengths: the inclusive range train_lengths=[lo, hi], unless train_length_set is given.
     train_lengths: list[int] = field(default_factory=lambda: [1, 8])
     train_length_set: list[int] | None = None
-    # "bundled" = Pillow's font + matplotlib's TrueType fonts; other entries are paths or globs.
-    fonts: list[str] = field(default_factory=lambda: ["bundled"])
+    # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
+    # fonts, "reportlab" = ReportLab's Helvetica, Times and Courier; other entries are paths
+    # or globs (system fonts).
+    fonts: list[str] = field(default_factory=lambda: ["bundled", "reportlab"])
     exclude_fonts: list[str] = field(default_factory=list)  # file-name substrings left out
     font_sizes: list[int] = field(default_factory=lambda: [22, 26, 30])  # px at height 32
     stroke_widths: list[int] = field(default_factory=lambda: [0, 1])
@@ -84,6 +86,10 @@ class OptimConfig:
     warmup_steps: int = 100
     min_lr_ratio: float = 0.05  # cosine decay floor
     grad_clip: float = 1.0
+    # The reader validated, saved and evaluated is an exponential moving average of the
+    # trained weights with this decay (ramped up over the first steps: min(ema, (1+t)/(10+t)));
+    # 0 = the trained weights themselves.
+    ema: float = 0.999
 
 
 @dataclass
@@ -343,6 +349,7 @@ def check_experiment(cfg: Any) -> None:
         o.grad_clip,
         "must be a finite number > 0",
     )
+    _require(_finite(o.ema) and 0 <= o.ema < 1, "optim.ema", o.ema, "must be in [0, 1)")
     for key in ("steps", "batch_size", "accumulate", "val_every", "log_every", "checkpoint_every"):
         _require(getattr(t, key) >= 1, f"train.{key}", getattr(t, key), "must be >= 1")
     _require(t.batch_size <= 65536, "train.batch_size", t.batch_size,

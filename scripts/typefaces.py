@@ -5,9 +5,10 @@
     python scripts/typefaces.py --model fixed --steps 800 --n 100
     python scripts/bench.py --only typefaces             # the same, from the bench
 
-For each typeface family of the bundled set (fonts shipped inside matplotlib, so every
-machine has them), one reader is trained with that family left out (``data.exclude_fonts``)
-and evaluated (``attnlab eval --folder``) on two kinds of strips in the left-out family:
+For each typeface family of the default training fonts (shipped inside matplotlib and
+ReportLab, so every machine has them), one reader is trained with that family left out
+(``data.exclude_fonts``) and evaluated (``attnlab eval --folder``) on two kinds of strips in
+the left-out family:
 
 - ``synthetic``: attnlab's own generator restricted to the family (same composition, unseen
   typeface), with the lab's variation (per-glyph size, shear, rotation, gaps, blur, noise;
@@ -37,13 +38,17 @@ import numpy as np
 import pandas as pd
 
 from attnlab.checkpoint import LEGACY
+from attnlab.data.glyphs import REPORTLAB_FONTS
 
-# Family -> substrings of its font file names (matched as data.exclude_fonts matches).
+# Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
+# family holds every default training font of its design, so that leaving it out leaves no
+# near-copy of it in training (ReportLab's Times is STIX's model; Courier is monospaced).
 FAMILIES: dict[str, list[str]] = {
     "serif": ["DejaVuSerif"],  # DejaVu Serif, regular to bold italic
-    "sans": ["DejaVuSans.", "DejaVuSans-", "DejaVuSansDisplay"],  # DejaVu Sans, not Mono
-    "mono": ["DejaVuSansMono", "cmtt10"],  # the monospaced faces
-    "stix": ["STIXGeneral"],  # STIX: a Times-like serif with its italic
+    "sans": ["DejaVuSans.", "DejaVuSans-"],  # DejaVu Sans, not Mono
+    "mono": ["DejaVuSansMono", "cmtt10", *REPORTLAB_FONTS["courier"]],  # every monospaced face
+    "times": ["STIXGeneral", *REPORTLAB_FONTS["times"]],  # STIX and ReportLab's Times
+    "helvetica": list(REPORTLAB_FONTS["helvetica"]),  # ReportLab's Helvetica (a grotesque)
     "computer-modern": ["cmb10", "cmmi10", "cmr10", "cmss10", "cmti10"],  # TeX's, italic too
 }
 WHOLE_STRING_HEIGHT = 48
@@ -61,10 +66,12 @@ SYSTEM_FONTS = [
 
 
 def family_fonts(family: str) -> list[str]:
-    from attnlab.data.glyphs import bundled_fonts
+    """The family's fonts among the default training fonts (``data.fonts``' default)."""
+    from attnlab.config import DataConfig
+    from attnlab.data.glyphs import resolve_fonts
 
     keys = FAMILIES[family]
-    return [f for f in bundled_fonts() if any(k in Path(f).name for k in keys)]
+    return [f for f in resolve_fonts(DataConfig()) if any(k in Path(f).name for k in keys)]
 
 
 def attnlab(*args: object) -> None:
@@ -76,7 +83,7 @@ def attnlab(*args: object) -> None:
 
 # The lab's variation: the glyph forms and training augmentation added since turned off,
 # as checkpoints from before them read.
-LAB_VARIATION = LEGACY["data"]
+LAB_VARIATION = LEGACY[3]["data"]
 
 
 def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], seed: int) -> Path:
@@ -167,7 +174,7 @@ def run_family(args, family: str) -> dict[str, tuple[int, int]]:
 
 def run_system(args) -> dict[str, tuple[int, int]]:
     """Whole-string strips in SYSTEM_FONTS, text 48 px high with free margins, read by a run
-    trained on the default data (all bundled fonts: none of these), per typeface."""
+    trained on the default data (none of these fonts), per typeface."""
     missing = [f for f in SYSTEM_FONTS if not Path(f).is_file()]
     if missing:
         raise SystemExit(f"typefaces: --system needs {missing[0]} (see SYSTEM_FONTS)")

@@ -4,7 +4,14 @@ import torch
 from readers_util import clean_data
 
 from attnlab.config import DataConfig
-from attnlab.data.glyphs import bundled_fonts, glyph_bank
+from attnlab.data.glyphs import (
+    REPORTLAB_FONTS,
+    bundled_fonts,
+    glyph_bank,
+    render_digits,
+    reportlab_fonts,
+    resolve_fonts,
+)
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set
 
 CLEAN = clean_data()
@@ -93,8 +100,21 @@ def test_bundled_fonts_render_all_digits_and_skip_symbol_fonts():
     assert int(bank.widths.min()) >= 2  # no blank glyphs
     # Every listed font draws its digits (a display font's placeholder boxes are not listed,
     # so a benchmark that renders text in "every bundled font" never draws blank strips).
-    assert len(bank.renderings) == len(fonts)
+    assert len(bank.renderings) == len(resolve_fonts(DataConfig()))
     assert not any("Display" in f for f in fonts)
+
+
+def test_reportlab_fonts_are_default_training_fonts_and_draw_ten_distinct_digits():
+    fonts = reportlab_fonts()
+    assert len(fonts) == sum(len(s) for s in REPORTLAB_FONTS.values()) == 12
+    assert set(fonts) <= set(resolve_fonts(DataConfig()))  # in the default data
+    assert not set(fonts) & set(resolve_fonts(DataConfig(fonts=["bundled"])))
+    for font in fonts:
+        glyphs = render_digits(font, 26, 0, 32)
+        assert glyphs is not None, font
+        assert len({tuple(g.flatten().tolist()) for g in glyphs}) == 10, font  # no placeholders
+    times = resolve_fonts(DataConfig(fonts=["reportlab"], exclude_fonts=["_e"]))
+    assert len(times) == 8  # a set's fonts are left out by file name like any other
 
 
 def test_excluded_fonts_are_left_out():

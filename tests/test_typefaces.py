@@ -14,7 +14,7 @@ import typefaces  # noqa: E402
 @pytest.mark.parametrize("family", list(typefaces.FAMILIES))
 def test_every_family_has_fonts_that_draw_ink_in_both_kinds(family, tmp_path):
     fonts = typefaces.family_fonts(family)
-    assert fonts, f"{family}: no bundled font"
+    assert fonts, f"{family}: no default training font"
     synthetic = typefaces.synthetic_folder(tmp_path / "synthetic", fonts, 3, [1, 4], seed=1)
     # Whole strings in every font of the family (a display font's placeholder boxes, once
     # listed, made blank test strips).

@@ -1,10 +1,10 @@
-"""Glyphs: the bundled fonts, their ten digits rendered, the glyph forms some typefaces
+"""Glyphs: the fonts, their ten digits rendered, the glyph forms some typefaces
 have (marked zeros, old-style figures), and the glyph bank every strip is drawn from.
 
 The bank holds every digit of every font, size and stroke in geometric variants (scale,
 stretch, shear, rotation, vertical shift) and blur levels, built once per process from a
 fixed seed: it is part of the data definition, the same on every machine (fonts shipped
-inside Pillow and matplotlib).
+inside Pillow, matplotlib and ReportLab).
 """
 
 from __future__ import annotations
@@ -39,12 +39,40 @@ def bundled_fonts() -> list[str]:
     return ["pillow:default", *paths]
 
 
+# The Type 1 clones of the PostScript core typefaces that ReportLab ships, four styles each
+# (regular, bold, bold italic, italic): Helvetica, Times and Courier.
+REPORTLAB_FONTS = {
+    "helvetica": ("_a______", "_ab_____", "_abi____", "_ai_____"),
+    "times": ("_er_____", "_eb_____", "_ebi____", "_ei_____"),
+    "courier": ("com_____", "cob_____", "cobo____", "coo_____"),
+}
+
+
+def reportlab_fonts() -> list[str]:
+    """ReportLab's Helvetica, Times and Courier (``REPORTLAB_FONTS``), as font files."""
+    import reportlab
+
+    folder = Path(reportlab.__file__).parent / "fonts"
+    paths = [folder / f"{stem}.pfb" for stems in REPORTLAB_FONTS.values() for stem in stems]
+    missing = [p.name for p in paths if not p.exists()]
+    if missing:
+        raise UserError(
+            f"data.fonts: reportlab {reportlab.Version} lacks {', '.join(missing)} in {folder}"
+        )
+    return [str(p) for p in paths]
+
+
+# Names in data.fonts for fonts that ship inside installed Python packages.
+FONT_SETS = {"bundled": bundled_fonts, "reportlab": reportlab_fonts}
+
+
 def resolve_fonts(data: DataConfig) -> list[str]:
-    """Font sources named by the config: ``bundled`` or paths / globs, minus exclusions."""
+    """Font sources named by the config: a set of ``FONT_SETS`` or paths / globs, minus
+    exclusions."""
     fonts: list[str] = []
     for entry in data.fonts:
-        if entry == "bundled":
-            fonts.extend(bundled_fonts())
+        if entry in FONT_SETS:
+            fonts.extend(FONT_SETS[entry]())
             continue
         matches = sorted(glob.glob(str(Path(entry).expanduser())))
         if not matches:
