@@ -27,22 +27,17 @@ from attnlab.runtime import resolve_device
 # Format 2: the model config holds the reader's own fields only (format 1 held every
 # reader's fields in one flat section; those files are read by dropping the others).
 # Format 3: the config has the column convolutions and the glyph stretch and training
-# augmentation. Format 4: the reader's weights are an average of the trained ones (optim.ema;
-# "trained" then holds the trained ones, to resume from). An older file lacks the keys its
-# format came before and was trained without them, so they read as LEGACY says, not as
-# today's defaults.
-FORMAT = 4
-READABLE = (1, 2, 3, 4)
-LEGACY: dict[int, dict[str, dict[str, Any]]] = {  # format -> the keys it added, as off
-    3: {
-        "model": {"column_convs": []},
-        "data": {
-            "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
-            "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0,
-            "wave": 0.0, "resample": [1.0, 1.0], "shading": 0.0,
-        },
+# augmentation; an older file lacks them and was trained without them, so missing keys
+# read as LEGACY says, not as today's defaults.
+FORMAT = 3
+READABLE = (1, 2, 3)
+LEGACY = {
+    "model": {"column_convs": []},
+    "data": {
+        "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
+        "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0, "wave": 0.0,
+        "resample": [1.0, 1.0], "shading": 0.0,
     },
-    4: {"optim": {"ema": 0.0}},
 }  # fmt: skip
 
 
@@ -81,13 +76,9 @@ def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     model = dict(saved.get("model") or {})
     if ckpt.get("format") == 1:  # one flat model section: keep this reader's fields
         model = {k: v for k, v in model.items() if k in schema.model}
-    for added, sections in LEGACY.items():  # keys added since: the values it trained with
-        if ckpt.get("format", FORMAT) < added:
-            for section, values in sections.items():
-                if section == "model":
-                    model = {**values, **model}
-                else:
-                    saved[section] = {**values, **dict(saved.get(section) or {})}
+    if ckpt.get("format", FORMAT) < 3:  # keys added since: the values it was trained with
+        model = {**LEGACY["model"], **model}
+        saved["data"] = {**LEGACY["data"], **dict(saved.get("data") or {})}
     try:
         return OmegaConf.merge(schema, {**saved, "model": model})  # type: ignore[return-value]
     except Exception as err:

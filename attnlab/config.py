@@ -86,10 +86,6 @@ class OptimConfig:
     warmup_steps: int = 100
     min_lr_ratio: float = 0.05  # cosine decay floor
     grad_clip: float = 1.0
-    # The reader validated, saved and evaluated is an exponential moving average of the
-    # trained weights with this decay (ramped up over the first steps: min(ema, (1+t)/(10+t)));
-    # 0 = the trained weights themselves.
-    ema: float = 0.999
 
 
 @dataclass
@@ -349,7 +345,6 @@ def check_experiment(cfg: Any) -> None:
         o.grad_clip,
         "must be a finite number > 0",
     )
-    _require(_finite(o.ema) and 0 <= o.ema < 1, "optim.ema", o.ema, "must be in [0, 1)")
     for key in ("steps", "batch_size", "accumulate", "val_every", "log_every", "checkpoint_every"):
         _require(getattr(t, key) >= 1, f"train.{key}", getattr(t, key), "must be >= 1")
     _require(t.batch_size <= 65536, "train.batch_size", t.batch_size,

@@ -8,7 +8,6 @@ A run restarted on the same directory (a cluster requeue) continues from ``last.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import time
@@ -78,24 +77,6 @@ def lr_factor(step: int, warmup: int, total: int, floor: float) -> float:
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-class WeightAverage:
-    """An exponential moving average of a model's weights, in a copy of the model: after
-    step t, average <- average + (1 - d) (weights - average) with d = min(decay,
-    (1 + t) / (10 + t)), so the first steps' weights do not linger. Buffers are copied."""
-
-    def __init__(self, model: torch.nn.Module, decay: float):
-        self.model, self.decay = model, decay
-        self.average = copy.deepcopy(model).eval().requires_grad_(False)
-
-    @torch.no_grad()
-    def update(self, step: int) -> None:
-        d = min(self.decay, (1 + step) / (10 + step))
-        avg = list(self.average.parameters())
-        torch._foreach_lerp_(avg, [p.detach() for p in self.model.parameters()], 1 - d)
-        for mine, theirs in zip(self.average.buffers(), self.model.buffers(), strict=True):
-            mine.copy_(theirs)
-
-
 class Trainer:
     """One training run; ``run()`` returns the final metrics.
 
@@ -115,9 +96,6 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = registry.build(cfg.model, cfg.data.height).to(self.device)
         self.params = count_parameters(self.model)
-        # The reader validated and saved: the weights' moving average, or the model itself.
-        self.ema = WeightAverage(self.model, cfg.optim.ema) if cfg.optim.ema > 0 else None
-        self.reader = self.ema.average if self.ema else self.model
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
         )
@@ -148,8 +126,7 @@ class Trainer:
     def payload(self) -> dict[str, Any]:
         return {
             "reader": self.model.name,
-            "model": self.reader.state_dict(),  # what evaluation and reading load
-            **({"trained": self.model.state_dict()} if self.ema else {}),
+            "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
             "step": self.step,
@@ -177,11 +154,7 @@ class Trainer:
                     f"{last}: this run directory holds a checkpoint trained with another "
                     f"{section} config; use a new run directory (or the same config to resume)"
                 )
-        # With an average, "model" is the average and "trained" the weights trained on.
-        trained = {**ckpt, "model": ckpt.get("trained", ckpt["model"])}
-        checkpoint.load_weights(self.model, trained, last)
-        if self.ema:
-            checkpoint.load_weights(self.ema.average, ckpt, last)
+        checkpoint.load_weights(self.model, ckpt, last)
         self.opt.load_state_dict(ckpt["optimizer"])
         self.sched.load_state_dict(ckpt["scheduler"])
         self.step = int(ckpt["step"])
@@ -244,15 +217,13 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
         self.opt.step()
         self.sched.step()
-        if self.ema:
-            self.ema.update(self.step)
         return total
 
     def validate(self) -> dict[str, Any]:
         by_length = {}
         shown = []
         for n, strips in self.val_sets.items():
-            r = read_strips(self.reader, strips, self.device, 512, keep_weights=False)
+            r = read_strips(self.model, strips, self.device, 512, keep_weights=False)
             exact, cer = quick_scores(strips.labels, r.texts)
             by_length[str(n)] = {"exact_acc": exact, "cer": cer}
             if n == max(self.seen):
@@ -286,7 +257,7 @@ class Trainer:
         if not self.cfg.train.maps_logged:
             return
         strips = self.val_sets[max(self.seen)].select(range(self.cfg.train.maps_logged))
-        r = read_strips(self.reader, strips, self.device, 64)
+        r = read_strips(self.model, strips, self.device, 64)
         for i, w in enumerate(r.weights or []):
             img = torch.from_numpy(w).float()
             img = img / img.amax().clamp(min=1e-6)

@@ -83,7 +83,7 @@ def attnlab(*args: object) -> None:
 
 # The lab's variation: the glyph forms and training augmentation added since turned off,
 # as checkpoints from before them read.
-LAB_VARIATION = LEGACY[3]["data"]
+LAB_VARIATION = LEGACY["data"]
 
 
 def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], seed: int) -> Path:

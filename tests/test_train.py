@@ -33,36 +33,6 @@ def test_train_writes_a_complete_run_directory(trained):
     assert {"model", "optimizer", "scheduler", "rng", "config"} <= set(ckpt)
     history = (run / "history.csv").read_text().splitlines()
     assert history[0] == "step,loss,lr,val_exact_acc,val_cer" and len(history) > 6
-    # The reader saved is the weights' moving average; the trained weights are kept to resume.
-    assert ckpt["config"]["optim"]["ema"] > 0 and set(ckpt["trained"]) == set(ckpt["model"])
-    assert any(not torch.equal(ckpt["model"][k], ckpt["trained"][k]) for k in ckpt["model"])
-
-
-def test_the_weight_average_follows_its_decay_and_ramp():
-    from attnlab.train import WeightAverage
-
-    model = torch.nn.Linear(2, 1)
-    torch.nn.init.zeros_(model.weight)
-    avg = WeightAverage(model, decay=0.99)
-    with torch.no_grad():
-        model.weight.fill_(1.0)
-    avg.update(0)  # decay ramps from (1 + 0) / (10 + 0) = 0.1: mostly the new weights
-    assert torch.allclose(avg.average.weight, torch.full((1, 2), 0.9))
-    avg.update(10_000)  # later the configured decay: 0.9 + 0.01 * (1 - 0.9)
-    assert torch.allclose(avg.average.weight, torch.full((1, 2), 0.901))
-    assert not avg.average.weight.requires_grad and not avg.average.training
-
-
-def test_without_the_average_the_trained_weights_are_the_reader(tmp_path, attnlab_cli):
-    run = tmp_path / "plain"
-    args = [*TINY, "optim.ema=0", "train.steps=5", f"hydra.run.dir={run}"]
-    assert attnlab_cli("train", *args, cwd=tmp_path).returncode == 0
-    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
-    assert "trained" not in ckpt and ckpt["config"]["optim"]["ema"] == 0
-    bad = attnlab_cli(
-        "train", *TINY, "optim.ema=1", f"hydra.run.dir={tmp_path / 'b'}", cwd=tmp_path
-    )
-    assert bad.returncode == 2 and "optim.ema" in bad.stderr
 
 
 def test_a_killed_run_resumes_to_the_same_numbers(tmp_path, attnlab_cli):
@@ -95,9 +65,8 @@ def test_a_killed_run_resumes_to_the_same_numbers(tmp_path, attnlab_cli):
     assert a["val"] == b["val"] and a["best"] == b["best"]
     wa = torch.load(whole / "checkpoints" / "last.pt", weights_only=True)
     wb = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)
-    for part in ("model", "trained"):  # the average and the trained weights
-        for key, value in wa[part].items():
-            assert torch.equal(value, wb[part][key]), (part, key)
+    for key, value in wa["model"].items():
+        assert torch.equal(value, wb["model"][key]), key
     assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
 
 
