@@ -27,18 +27,33 @@ from attnlab.runtime import resolve_device
 # Format 2: the model config holds the reader's own fields only (format 1 held every
 # reader's fields in one flat section; those files are read by dropping the others).
 # Format 3: the config has the column convolutions and the glyph stretch and training
-# augmentation; an older file lacks them and was trained without them, so missing keys
-# read as LEGACY says, not as today's defaults.
-FORMAT = 3
-READABLE = (1, 2, 3)
-LEGACY = {
-    "model": {"column_convs": []},
-    "data": {
-        "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
-        "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0, "wave": 0.0,
-        "resample": [1.0, 1.0], "shading": 0.0,
+# augmentation. Format 4: it has the footless ones. A file of an older format lacks the keys
+# added since and was trained without them, so they read as LEGACY says (format -> the keys
+# it added, as off), not as today's defaults.
+FORMAT = 4
+READABLE = (1, 2, 3, 4)
+LEGACY: dict[int, dict[str, dict[str, Any]]] = {
+    3: {
+        "model": {"column_convs": []},
+        "data": {
+            "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
+            "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0,
+            "wave": 0.0, "resample": [1.0, 1.0], "shading": 0.0,
+        },
     },
+    4: {"data": {"footless_ones": 0.0}},
 }  # fmt: skip
+
+
+def legacy(section: str, written: int = 0) -> dict[str, Any]:
+    """The keys of a config section added after format ``written``, with the values a file
+    of that format was trained with (written=0: every key added since the first format)."""
+    return {
+        key: value
+        for added, sections in LEGACY.items()
+        if written < added
+        for key, value in sections.get(section, {}).items()
+    }
 
 
 def save(path: Path, payload: dict[str, Any]) -> Path:
@@ -76,9 +91,9 @@ def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     model = dict(saved.get("model") or {})
     if ckpt.get("format") == 1:  # one flat model section: keep this reader's fields
         model = {k: v for k, v in model.items() if k in schema.model}
-    if ckpt.get("format", FORMAT) < 3:  # keys added since: the values it was trained with
-        model = {**LEGACY["model"], **model}
-        saved["data"] = {**LEGACY["data"], **dict(saved.get("data") or {})}
+    written = int(ckpt.get("format", FORMAT))  # keys added since: the values it trained with
+    model = {**legacy("model", written), **model}
+    saved["data"] = {**legacy("data", written), **dict(saved.get("data") or {})}
     try:
         return OmegaConf.merge(schema, {**saved, "model": model})  # type: ignore[return-value]
     except Exception as err:

@@ -30,6 +30,7 @@ class DataConfig:
     stroke_widths: list[int] = field(default_factory=lambda: [0, 1])
     marked_zeros: float = 0.3  # share of renderings whose zero has a dot or a slash (monospace)
     oldstyle: float = 0.15  # share of renderings drawn with old-style (text) figures
+    footless_ones: float = 0.3  # share of renderings whose 1 loses its foot (Arial's 1)
     variants: int = 8  # geometric variants per glyph (scale, stretch, shear, rotation)
     scale: list[float] = field(default_factory=lambda: [0.85, 1.1])
     stretch: list[float] = field(default_factory=lambda: [0.8, 1.25])  # glyph width x, on scale
@@ -281,7 +282,7 @@ def check_data(d: Any) -> None:
     _require(d.resample[1] <= 1.0, "data.resample", list(d.resample), "must be factors <= 1")
     for key, high in (
         ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
-        ("marked_zeros", 1.0), ("oldstyle", 1.0),
+        ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0),
     ):  # fmt: skip
         value = getattr(d, key)
         _require(

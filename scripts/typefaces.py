@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlab.checkpoint import LEGACY
+from attnlab.checkpoint import legacy
 from attnlab.data.glyphs import REPORTLAB_FONTS
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
@@ -52,9 +52,11 @@ FAMILIES: dict[str, list[str]] = {
     "computer-modern": ["cmb10", "cmmi10", "cmr10", "cmss10", "cmti10"],  # TeX's, italic too
 }
 WHOLE_STRING_HEIGHT = 48
-# Common typefaces of a Linux system, none of them in attnlab's training data: a serif, a
-# bold sans, a thin monospace, a geometric sans, an italic and a wide book serif. Debian:
-# apt-get install fonts-liberation fonts-freefont-ttf fonts-urw-base35
+# Common typefaces of a Linux system, none of these files in attnlab's training data: a serif,
+# a bold sans, a thin monospace, a geometric sans, an italic and a wide book serif. Four are
+# clones of a face that is: Liberation Serif and Sans match Times New Roman's and Arial's
+# metrics, Nimbus Roman is URW's Times, FreeMono comes from URW's Courier; URW Gothic and
+# C059 clone none. Debian: apt-get install fonts-liberation fonts-freefont-ttf fonts-urw-base35
 SYSTEM_FONTS = [
     "/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf",
     "/usr/share/fonts/truetype/liberation/LiberationSans-Bold.ttf",
@@ -83,7 +85,7 @@ def attnlab(*args: object) -> None:
 
 # The lab's variation: the glyph forms and training augmentation added since turned off,
 # as checkpoints from before them read.
-LAB_VARIATION = LEGACY["data"]
+LAB_VARIATION = legacy("data")
 
 
 def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], seed: int) -> Path:
@@ -174,7 +176,7 @@ def run_family(args, family: str) -> dict[str, tuple[int, int]]:
 
 def run_system(args) -> dict[str, tuple[int, int]]:
     """Whole-string strips in SYSTEM_FONTS, text 48 px high with free margins, read by a run
-    trained on the default data (none of these fonts), per typeface."""
+    trained on the default data (none of these files), per typeface."""
     missing = [f for f in SYSTEM_FONTS if not Path(f).is_file()]
     if missing:
         raise SystemExit(f"typefaces: --system needs {missing[0]} (see SYSTEM_FONTS)")
@@ -255,7 +257,9 @@ def main(argv: list[str] | None = None) -> dict:
         if n:
             print(_row("overall", kind, k, n))
     if system:
-        print(f"\nsystem typefaces, none in training ({args.run or 'default training'}):")
+        print(
+            f"\nsystem typefaces, not these files in training ({args.run or 'default training'}):"
+        )
         for face, (k, n) in system.items():
             print(_row(face, "whole-string", k, n))
             rows.append({"family": f"system:{face}", "kind": "whole-string", "correct": k, "n": n})

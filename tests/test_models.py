@@ -164,6 +164,12 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     back, old = checkpoint.restore_reader(checkpoint.load(path), path)
     assert list(old.model.column_convs) == [] and len(back.encoder.column_convs) == 0
     assert list(old.data.stretch) == [1.0, 1.0] and old.data.dilate == 0.0
+    assert old.data.footless_ones == 0.0  # added in a later format still: off
+    # A format 3 file has the column convolutions but not the footless ones.
+    torch.save({**torch.load(path, weights_only=True), "format": 3}, path)
+    with pytest.raises(UserError, match="does not fit the configured model"):
+        checkpoint.restore_reader(checkpoint.load(path), path)  # column_convs: today's [64]
+    assert checkpoint.config_of(checkpoint.load(path)).data.footless_ones == 0.0
     # A file of today's format without the key is today's config: the default applies.
     torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):

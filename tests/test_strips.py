@@ -1,5 +1,7 @@
 """Synthetic strips: determinism, spans where the ink is, masks, fixed sets."""
 
+from pathlib import Path
+
 import torch
 from readers_util import clean_data
 
@@ -215,3 +217,32 @@ def test_marked_zeros_get_ink_in_their_counter_and_oldstyle_figures_move():
     assert rows_of(old[1])[0] > rows_of(glyphs[1])[0] + 3  # a small 1: its top comes down
     assert rows_of(old[7])[1] > rows_of(glyphs[7])[1] + 3  # a descending 7: its foot drops
     assert torch.equal(old[8], glyphs[8])  # 6 and 8 keep their full height
+
+
+def test_footless_ones_keep_their_stem_and_lose_only_the_foot():
+    from attnlab.data.glyphs import footless_one
+
+    by_name = {Path(f).name: f for f in resolve_fonts(DataConfig())}
+    for name in (
+        "DejaVuSans.ttf",
+        "DejaVuSerif-Bold.ttf",
+        "DejaVuSans-Oblique.ttf",
+        "cob_____.pfb",
+    ):
+        one = render_digits(by_name[name], 30, 0, 32)[1]
+        rows = torch.nonzero(one.amax(1) > 0.5).flatten()
+        bottom = int(rows[-1])
+        plain = footless_one(one)
+        assert plain.shape == one.shape and float((plain - one).max()) <= 0  # ink only removed
+        stem = int((one[(int(rows[0]) + bottom) // 2] > 0.5).sum())  # its width at half height
+        assert int((one[bottom] > 0.5).sum()) > stem + 3, name  # this one stands on a foot
+        assert 1 <= int((plain[bottom] > 0.5).sum()) <= stem + 3, name  # the stem, not the foot
+        assert torch.equal(plain[: bottom - 8], one[: bottom - 8])  # above the foot: unchanged
+    arial = render_digits(by_name["_a______.pfb"], 30, 0, 32)[1]
+    assert torch.equal(footless_one(arial), arial)  # Arial's one has no foot to lose
+    # The form is drawn for a share of renderings, from a seed of its own: on for some.
+    bank = glyph_bank(DataConfig(font_sizes=[26], stroke_widths=[0], variants=1))
+    none = glyph_bank(DataConfig(font_sizes=[26], stroke_widths=[0], variants=1, footless_ones=0.0))
+    changed = (bank.columns[:, :, 1] != none.columns[:, :, 1]).flatten(1).any(1)
+    assert 0 < int(changed.sum()) < len(changed)
+    assert torch.equal(bank.columns[:, :, 0], none.columns[:, :, 0])  # other digits as before

@@ -1,5 +1,5 @@
 """Glyphs: the fonts, their ten digits rendered, the glyph forms some typefaces
-have (marked zeros, old-style figures), and the glyph bank every strip is drawn from.
+have (marked zeros, footless ones, old-style figures), and the glyph bank every strip is drawn from.
 
 The bank holds every digit of every font, size and stroke in geometric variants (scale,
 stretch, shear, rotation, vertical shift) and blur levels, built once per process from a
@@ -181,6 +181,42 @@ def oldstyle_figures(glyphs: list[torch.Tensor], baseline: int) -> list[torch.Te
     return out
 
 
+def _stem(row: torch.Tensor) -> tuple[float, int] | None:
+    """(centre, width) of the widest run of ink in a row of a glyph, or None."""
+    cols = torch.nonzero(row > 0.5).flatten().tolist()
+    if not cols:
+        return None
+    runs, start = [], cols[0]
+    for a, b in zip(cols, [*cols[1:], None], strict=True):
+        if b != a + 1:
+            runs.append((start, a))
+            start = b
+    lo, hi = max(runs, key=lambda r: r[1] - r[0])
+    return (lo + hi) / 2, hi - lo + 1
+
+
+def footless_one(glyph: torch.Tensor) -> torch.Tensor:
+    """A one (H, w) ink in [0, 1] without the foot (base serif or slab) it stands on, as
+    Arial and Helvetica draw it: in the bottom fifth of its height only the stem is kept,
+    followed along its slant (oblique and italic ones too). A one without a foot is returned
+    as it is."""
+    rows = torch.nonzero(glyph.amax(1) > 0.5).flatten()
+    if len(rows) < 8:
+        return glyph
+    top, bottom = int(rows[0]), int(rows[-1])
+    tall = bottom - top + 1
+    r_mid, r_ref = top + tall // 2, bottom - max(1, round(0.2 * tall))  # r_ref: above a foot
+    mid, ref = _stem(glyph[r_mid]), _stem(glyph[r_ref])
+    if mid is None or ref is None or r_ref <= r_mid:
+        return glyph
+    slope = (ref[0] - mid[0]) / (r_ref - r_mid)  # columns the stem moves per row
+    cols = torch.arange(glyph.shape[1], dtype=torch.float32)
+    out = glyph.clone()
+    for r in range(r_ref + 1, bottom + 1):
+        out[r, (cols - (ref[0] + slope * (r - r_ref))).abs() > ref[1] / 2 + 1] = 0
+    return out if float((glyph - out).amax()) >= 0.5 else glyph  # no foot: as it was
+
+
 def _affine_variants(
     glyphs: torch.Tensor,
     v: int,
@@ -247,6 +283,7 @@ def _bank_key(data: DataConfig) -> tuple:
         data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
         tuple(data.scale), tuple(data.stretch), tuple(data.shear), tuple(data.rotation),
         data.v_offset, tuple(data.blur), float(data.marked_zeros), float(data.oldstyle),
+        float(data.footless_ones),
     )  # fmt: skip
 
 
@@ -258,12 +295,13 @@ def glyph_bank(data: DataConfig) -> GlyphBank:
 @functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
     (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
-     marked, oldstyle) = key  # fmt: skip
+     marked, oldstyle, footless) = key  # fmt: skip
     if variants < 1:
         raise UserError(f"data.variants must be >= 1, got {variants}")
     base: list[torch.Tensor] = []
     names: list[str] = []
     zeros = torch.Generator().manual_seed(10)  # which renderings mark their zero, and how
+    ones = torch.Generator().manual_seed(11)  # which renderings' ones lose their foot
     for source in fonts:
         for size in sizes:
             px = max(6, round(size * height / 32))
@@ -274,6 +312,8 @@ def _build_bank(key: tuple) -> GlyphBank:
                 u, how, old = torch.rand(3, generator=zeros).tolist()
                 if u < marked:
                     glyphs[0] = mark_zero(glyphs[0], "dot" if how < 0.5 else "slash")
+                if float(torch.rand(1, generator=ones)) < footless:
+                    glyphs[1] = footless_one(glyphs[1])
                 if old < oldstyle:
                     glyphs = oldstyle_figures(glyphs, round(0.8 * height))
                 base.extend(glyphs)
