@@ -194,7 +194,10 @@ def beam_search(
     """Batched beam search; hypotheses ranked by log-probability / length**alpha at the end
     (``Decoded.score``; greedy decoding's score is its log-probability / length too).
 
-    At width 1 this is greedy decoding.
+    At width 1 this is greedy decoding. The search is approximate: a beam can prune the
+    path greedy decoding takes and end on readings that score lower. Greedy's reading is
+    therefore kept as a candidate, so a wider beam never returns a reading its reader scores
+    lower than greedy's.
     """
     if width <= 1:
         return greedy(reader, memory, lengths)
@@ -243,6 +246,24 @@ def beam_search(
     weights = None
     if whist is not None:
         weights = whist[r, best].float() * (ids != tokens.PAD)[..., None]
-    return Decoded(
+    found = Decoded(
         tokens.decode(ids), scores[r, best].exp(), weights, memory.lengths, norm[r, best]
+    )
+    return _better(found, greedy(reader, memory, lengths))
+
+
+def _better(a: Decoded, b: Decoded) -> Decoded:
+    """Row by row, the reading of ``a`` or ``b`` that scores higher (``a`` on ties)."""
+    take = b.score > a.score  # (B,)
+    weights = None
+    if a.weights is not None and b.weights is not None:
+        s = max(a.weights.shape[1], b.weights.shape[1])
+        wa, wb = (nn.functional.pad(w, (0, 0, 0, s - w.shape[1])) for w in (a.weights, b.weights))
+        weights = torch.where(take[:, None, None], wb, wa)
+    return Decoded(
+        [tb if t else ta for ta, tb, t in zip(a.texts, b.texts, take.tolist(), strict=True)],
+        torch.where(take, b.confidence, a.confidence),
+        weights,
+        a.columns,
+        torch.where(take, b.score, a.score),
     )
