@@ -22,8 +22,8 @@ class DataConfig:
     train_lengths: list[int] = field(default_factory=lambda: [1, 8])
     train_length_set: list[int] | None = None
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
-    # fonts, "reportlab" = ReportLab's Helvetica, Times and Courier; other entries are paths
-    # or globs (system fonts).
+    # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier; other entries
+    # are paths or globs (system fonts).
     fonts: list[str] = field(default_factory=lambda: ["bundled", "reportlab"])
     exclude_fonts: list[str] = field(default_factory=list)  # file-name substrings left out
     font_sizes: list[int] = field(default_factory=lambda: [22, 26, 30])  # px at height 32

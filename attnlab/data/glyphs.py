@@ -1,5 +1,6 @@
-"""Glyphs: the fonts, their ten digits rendered, the glyph forms some typefaces
-have (marked zeros, footless ones, old-style figures), and the glyph bank every strip is drawn from.
+"""Glyphs: the fonts, their ten digits rendered, the glyph forms some typefaces have
+(marked zeros, footless ones, old-style figures), and the glyph bank every strip is drawn
+from.
 
 The bank holds every digit of every font, size and stroke in geometric variants (scale,
 stretch, shear, rotation, vertical shift) and blur levels, built once per process from a
@@ -39,8 +40,8 @@ def bundled_fonts() -> list[str]:
     return ["pillow:default", *paths]
 
 
-# The Type 1 clones of the PostScript core typefaces that ReportLab ships, four styles each
-# (regular, bold, bold italic, italic): Helvetica, Times and Courier.
+# The Type 1 fonts ReportLab ships for PDF's core typefaces, four styles each (regular, bold,
+# bold italic, italic): Arial for Helvetica, Times New Roman for Times, and Courier.
 REPORTLAB_FONTS = {
     "helvetica": ("_a______", "_ab_____", "_abi____", "_ai_____"),
     "times": ("_er_____", "_eb_____", "_ebi____", "_ei_____"),
@@ -49,7 +50,7 @@ REPORTLAB_FONTS = {
 
 
 def reportlab_fonts() -> list[str]:
-    """ReportLab's Helvetica, Times and Courier (``REPORTLAB_FONTS``), as font files."""
+    """ReportLab's Arial, Times New Roman and Courier (``REPORTLAB_FONTS``), as font files."""
     import reportlab
 
     folder = Path(reportlab.__file__).parent / "fonts"
