@@ -156,6 +156,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     m = registry.build(cfg.model, cfg.data.height).eval()
     config = plain_config(cfg)
     del config["model"]["column_convs"], config["data"]["stretch"], config["data"]["dilate"]
+    del config["data"]["footless_ones"]
     path = tmp_path / "old.pt"
     torch.save(
         {"format": 2, "reader": m.name, "model": m.state_dict(), "config": config, "step": 0},
