@@ -218,25 +218,23 @@ def footless_one(glyph: torch.Tensor) -> torch.Tensor:
     return out if float((glyph - out).amax()) >= 0.5 else glyph  # no foot: as it was
 
 
-def _affine_variants(
-    glyphs: torch.Tensor,
-    v: int,
-    scale,
-    stretch,
-    shear,
-    rotation,
-    v_offset: int,
-    gen: torch.Generator,
-) -> torch.Tensor:
-    """(N, H, Wg) -> (N, V, H, Wg): variant 0 unchanged; the others scaled, stretched
-    horizontally, sheared, rotated and shifted vertically, each with its own draw from the
-    configured [low, high] ranges."""
-    n, h, wg = glyphs.shape
+def _variant_params(n: int, v: int, scale, stretch, shear, rotation, v_offset: int, gen):
+    """(N, V, 5) scale, shear, rotation (degrees), vertical shift (px) and stretch of every
+    variant of N glyphs, each drawn from its configured [low, high] range; variant 0 is the
+    glyph unchanged."""
     u = torch.rand(n, v, 5, generator=gen)
     lo = torch.tensor([scale[0], shear[0], rotation[0], -v_offset, stretch[0]])
     hi = torch.tensor([scale[1], shear[1], rotation[1], v_offset, stretch[1]])
     p = lo.float() + u * (hi - lo).float()
     p[:, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0])
+    return p
+
+
+def _affine_variants(glyphs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """(N, H, Wg) glyphs and their (N, V, 5) ``_variant_params`` -> (N, V, H, Wg): each
+    scaled, stretched horizontally, sheared, rotated and shifted vertically."""
+    n, h, wg = glyphs.shape
+    v = p.shape[1]
     scale, shear, rot, wide = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2]), p[..., 4]
     shift = -2.0 * p[..., 3] / h  # pixels -> normalised height, output moves down by +px
     # Output->input map in normalised coordinates (x spans the width, y the height).
@@ -293,6 +291,9 @@ def glyph_bank(data: DataConfig) -> GlyphBank:
     return _build_bank(_bank_key(data))
 
 
+_BANK_CHUNK = 256  # glyphs warped and blurred at a time
+
+
 @functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
     (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
@@ -327,15 +328,23 @@ def _build_bank(key: tuple) -> GlyphBank:
         left = (wg - g.shape[1]) // 2
         padded[i, :, left : left + g.shape[1]] = g
     gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
-    var = _affine_variants(padded, variants, scale, stretch, shear, rotation, v_offset, gen)
-    var = var.clamp_(0, 1)  # (N, V, H, Wg)
+    n, r = len(base), len(names)
+    params = _variant_params(n, variants, scale, stretch, shear, rotation, v_offset, gen)
     sigmas = levels(blur)  # the Gaussian sigmas a strip can be blurred with
-    aligned = [_left_align(_gaussian_blur(var.reshape(-1, height, wg), s)) for s in sigmas]
-    w_used = int(max(w.max() for _, w in aligned))
-    n, r, k = len(base), len(names), len(sigmas)
-    columns = torch.stack([c[:, :w_used].view(n, variants, w_used, height) for c, _ in aligned], 1)
+    k = len(sigmas)
+    # Glyphs in chunks, each kept as uint8 once done: the float transients of warping and
+    # blurring stay a chunk's size, whatever the number of fonts.
+    columns_of, widths_of = [], []
+    for lo in range(0, n, _BANK_CHUNK):
+        var = _affine_variants(padded[lo : lo + _BANK_CHUNK], params[lo : lo + _BANK_CHUNK])
+        var = var.clamp_(0, 1).reshape(-1, height, wg)  # (c * V, H, Wg)
+        aligned = [_left_align(_gaussian_blur(var, s)) for s in sigmas]
+        columns_of.append(torch.stack([c.view(-1, variants, wg, height) for c, _ in aligned], 1))
+        widths_of.append(torch.stack([w.view(-1, variants) for _, w in aligned], 1))
+    widths = torch.cat(widths_of)  # (N, K, V)
+    w_used = int(widths.max())
+    columns = torch.cat([c[..., :w_used, :] for c in columns_of])  # (N, K, V, w_used, H)
     columns = columns.reshape(r, 10, k, variants, w_used, height).transpose(1, 2)
-    widths = torch.stack([w.reshape(n, variants) for _, w in aligned], 1)  # (N, K, V)
     widths = widths.reshape(r, 10, k, variants).transpose(1, 2)
     return GlyphBank(columns.contiguous(), widths.contiguous(), tuple(names), tuple(sigmas))
 
