@@ -24,7 +24,11 @@ class DataConfig:
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
     # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier; other entries
     # are paths or globs (system fonts).
-    fonts: list[str] = field(default_factory=lambda: ["bundled", "reportlab"])
+    fonts: list[str] = field(
+        default_factory=lambda: [
+            "bundled", "reportlab", "pymupdf-fonts", "font-lato", "font-source-serif-pro"
+        ]
+    )  # fmt: skip
     exclude_fonts: list[str] = field(default_factory=list)  # file-name substrings left out
     font_sizes: list[int] = field(default_factory=lambda: [22, 26, 30])  # px at height 32
     stroke_widths: list[int] = field(default_factory=lambda: [0, 1])
@@ -47,6 +51,7 @@ class DataConfig:
     # training stream only (validation, test and probe sets and exports are the generator's
     # strips without it, so runs trained with other augmentation are read on the same sets).
     # Geometry is vertical only, so every glyph keeps its columns and its span stays true.
+    augmented: float = 1.0  # share of training strips that get the variation below
     dilate: float = 0.2  # share of strips whose ink is thickened by one pixel (morphology)
     ink_level: list[float] = field(default_factory=lambda: [-0.4, 0.3])  # <0 thins, >0 bolds
     strip_scale: list[float] = field(default_factory=lambda: [0.85, 1.15])  # vertical, whole

@@ -5,8 +5,8 @@
     python scripts/typefaces.py --model fixed --steps 800 --n 100
     python scripts/bench.py --only typefaces             # the same, from the bench
 
-For each typeface family of the default training fonts (shipped inside matplotlib and
-ReportLab, so every machine has them), one reader is trained with that family left out
+For each typeface family of the default training fonts (shipped inside Python packages,
+so every machine has them), one reader is trained with that family left out
 (``data.exclude_fonts``) and evaluated (``attnlab eval --folder``) on two kinds of strips in
 the left-out family:
 
@@ -150,27 +150,38 @@ def seen_exact(eval_dir: Path) -> tuple[int, int]:
     return int(readings["correct"].sum()), len(readings)
 
 
-def run_family(args, family: str) -> dict[str, tuple[int, int]]:
+def training_seeds(args) -> list[int]:
+    """--seed, then the next --seeds - 1 seeds: one training of each per family."""
+    return [args.seed + i for i in range(args.seeds)]
+
+
+def run_dir(root: Path, args, seed: int) -> Path:
+    return root / "run" if seed == args.seed else root / f"run-seed{seed}"
+
+
+def run_family(args, family: str) -> dict[str, list[tuple[int, int]]]:
+    """(correct, n) on the seen lengths per kind of strip, one entry per training seed."""
     root = args.out / family
-    run = root / "run"
     lengths = list(range(args.lengths[0], args.lengths[1] + 1))
     excluded = "[" + ",".join(f"'{k}'" for k in FAMILIES[family]) + "]"
-    if not (run / "metrics.json").is_file():
-        attnlab(
-            "train", f"model={args.model}", f"data.exclude_fonts={excluded}",
-            f"data.train_lengths=[{lengths[0]},{lengths[-1]}]", f"train.steps={args.steps}",
-            f"seed={args.seed}", "train.progress=plain", f"hydra.run.dir={run}",
-            *args.override,
-        )  # fmt: skip
-    out = {}
+    out: dict[str, list[tuple[int, int]]] = {"synthetic": [], "whole-string": []}
     strips = (args.strips or args.out) / family
     fonts = family_fonts(family)
-    for kind, make in (("synthetic", synthetic_folder), ("whole-string", whole_string_folder)):
-        folder = strips / kind
-        if not (folder / "labels.csv").is_file():  # drawn once, read by every training
-            make(folder, fonts, args.n, lengths, args.seed + 1)
-        attnlab("eval", run, "--folder", folder, f"eval.name={kind}", "eval.maps_k=2")
-        out[kind] = seen_exact(run / "eval" / kind)
+    for seed in training_seeds(args):
+        run = run_dir(root, args, seed)
+        if not (run / "metrics.json").is_file():
+            attnlab(
+                "train", f"model={args.model}", f"data.exclude_fonts={excluded}",
+                f"data.train_lengths=[{lengths[0]},{lengths[-1]}]", f"train.steps={args.steps}",
+                f"seed={seed}", "train.progress=plain", f"hydra.run.dir={run}",
+                *args.override,
+            )  # fmt: skip
+        for kind, make in (("synthetic", synthetic_folder), ("whole-string", whole_string_folder)):
+            folder = strips / kind
+            if not (folder / "labels.csv").is_file():  # drawn once, read by every training
+                make(folder, fonts, args.n, lengths, args.seed + 1)
+            attnlab("eval", run, "--folder", folder, f"eval.name={kind}", "eval.maps_k=2")
+            out[kind].append(seen_exact(run / "eval" / kind))
     return out
 
 
@@ -213,6 +224,15 @@ def _row(family: str, kind: str, k: int, n: int) -> str:
     return f"{family:<18} {kind:<13} {100 * k / n:6.1f} [{100 * lo:5.1f}, {100 * hi:5.1f}]  {n:4d}"
 
 
+def _seeds_row(family: str, kind: str, counts: list[tuple[int, int]]) -> str:
+    """One training: exact % with its Wilson interval; several: their mean and range."""
+    if len(counts) == 1:
+        return _row(family, kind, *counts[0])
+    acc = [100 * k / n for k, n in counts]
+    spread = f"{sum(acc) / len(acc):6.1f} ({min(acc):5.1f} - {max(acc):5.1f})"
+    return f"{family:<18} {kind:<13} {spread:>22}  {counts[0][1]:4d} x {len(counts)}"
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset")
@@ -220,7 +240,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=2500, help="training steps per family")
     p.add_argument("--n", type=int, default=60, help="strips per length and kind")
     p.add_argument("--lengths", type=int, nargs=2, default=[1, 8], help="seen lengths LO HI")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the test strips' and first training's")
+    p.add_argument(
+        "--seeds", type=int, default=1,
+        help="trainings per family (seeds --seed, --seed + 1, ...): one training moves a "
+        "family by several points; several give the mean and the range",
+    )  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("/tmp/attnlab_typefaces"))
     p.add_argument("--strips", type=Path, default=None, help="test strips (default: --out)")
     p.add_argument(
@@ -242,20 +267,23 @@ def main(argv: list[str] | None = None) -> dict:
 
     results = {f: run_family(args, f) for f in families}
     system = run_system(args) if args.system else {}
-    header = f"{'left-out family':<18} {'kind':<13} {'exact % [95% CI]':>22}   n"
+    spread = "exact % [95% CI]" if args.seeds == 1 else "mean % (min - max)"
+    header = f"{'left-out family':<18} {'kind':<13} {spread:>22}   n"
     print(f"\ntypefaces: {args.model} reader, {args.steps} steps, seen {args.lengths}")
+    if args.seeds > 1:
+        print(f"{args.seeds} trainings per family, seeds {training_seeds(args)}")
     print(header + "\n" + "-" * len(header))
-    totals = {"synthetic": [0, 0], "whole-string": [0, 0]}
+    totals: dict[str, list[tuple[int, int]]] = {}
     rows = []
     for family, kinds in results.items():
-        for kind, (k, n) in kinds.items():
-            print(_row(family, kind, k, n))
-            totals[kind][0] += k
-            totals[kind][1] += n
-            rows.append({"family": family, "kind": kind, "correct": k, "n": n})
-    for kind, (k, n) in totals.items():
-        if n:
-            print(_row("overall", kind, k, n))
+        for kind, counts in kinds.items():
+            print(_seeds_row(family, kind, counts))
+            per_seed = totals.setdefault(kind, [(0, 0)] * len(counts))
+            totals[kind] = [(a + k, b + n) for (a, b), (k, n) in zip(per_seed, counts, strict=True)]
+            for seed, (k, n) in zip(training_seeds(args), counts, strict=True):
+                rows.append({"family": family, "kind": kind, "seed": seed, "correct": k, "n": n})
+    for kind, counts in totals.items():
+        print(_seeds_row("overall", kind, counts))
     if system:
         print(
             f"\nsystem typefaces, not these files in training ({args.run or 'default training'}):"
@@ -263,7 +291,10 @@ def main(argv: list[str] | None = None) -> dict:
         for face, (k, n) in system.items():
             print(_row(face, "whole-string", k, n))
             rows.append({"family": f"system:{face}", "kind": "whole-string", "correct": k, "n": n})
-    report = {"model": args.model, "steps": args.steps, "override": args.override, "rows": rows}
+    report = {
+        "model": args.model, "steps": args.steps, "seeds": training_seeds(args),
+        "override": args.override, "rows": rows,
+    }  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return report

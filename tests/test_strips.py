@@ -7,6 +7,9 @@ from readers_util import clean_data
 
 from attnlab.config import DataConfig
 from attnlab.data.glyphs import (
+    FONT_PACKAGES,
+    FONT_SETS,
+    PYMUPDF_FONTS,
     REPORTLAB_FONTS,
     bundled_fonts,
     glyph_bank,
@@ -119,6 +122,36 @@ def test_reportlab_fonts_are_default_training_fonts_and_draw_ten_distinct_digits
     assert len(times) == 8  # a set's fonts are left out by file name like any other
 
 
+def test_font_package_sets_are_default_training_fonts_and_draw_ten_distinct_digits():
+    default = set(resolve_fonts(DataConfig()))
+    sizes = {"pymupdf-fonts": len(PYMUPDF_FONTS), **{k: len(v) for k, v in FONT_PACKAGES.items()}}
+    assert sizes == {"pymupdf-fonts": 26, "font-lato": 4, "font-source-serif-pro": 4}
+    for name, n in sizes.items():
+        fonts = FONT_SETS[name]()
+        assert len(fonts) == n and set(fonts) <= default, name
+        for font in fonts:
+            glyphs = render_digits(font, 26, 0, 32)
+            assert glyphs is not None, font
+            assert len({tuple(g.flatten().tolist()) for g in glyphs}) == 10, font
+    # Left out by name like any other font (pymupdf-fonts' sources are not files).
+    left = resolve_fonts(DataConfig(fonts=["pymupdf-fonts"], exclude_fonts=["SpaceMono"]))
+    assert len(left) == 22 and not any("SpaceMono" in f for f in left)
+
+
+def test_a_font_package_missing_a_file_or_not_installed_is_one_clear_error(monkeypatch):
+    import pytest
+
+    from attnlab.data import glyphs
+    from attnlab.errors import UserError
+
+    monkeypatch.setitem(glyphs.FONT_PACKAGES, "font-lato", ("Lato-Regular", "Lato-Nonesuch"))
+    with pytest.raises(UserError, match="font-lato lacks Lato-Nonesuch.ttf"):
+        glyphs.package_fonts("font-lato")
+    monkeypatch.setitem(glyphs.FONT_PACKAGES, "font-nonesuch", ("X",))
+    with pytest.raises(UserError, match="font-nonesuch is not installed"):
+        glyphs.package_fonts("font-nonesuch")
+
+
 def test_excluded_fonts_are_left_out():
     bank = glyph_bank(
         DataConfig(font_sizes=[26], stroke_widths=[0], variants=1, exclude_fonts=["DejaVu"])
@@ -183,6 +216,19 @@ def test_shading_darkens_the_paper_towards_one_end():
     left, right = s.images[:, 0, 0], s.images[:, 0, s.widths - 1].diagonal()
     assert float((left - right).abs().max()) > 0.1
     assert float(s.images.max()) <= 1.0
+
+
+def test_augmented_share_varies_that_share_of_training_strips_deterministically():
+    def shaded(share: float, seed: int = 2) -> torch.Tensor:
+        s = sample(clean_data(shading=0.5, augmented=share), [4] * 64, seed=seed, augment=True)
+        left, right = s.images[:, 0, 0], s.images[:, 0, s.widths - 1].diagonal()
+        return (left - right).abs() > 1e-4  # (B,) the paper is shaded: the strip is varied
+
+    assert not shaded(0.0).any()
+    assert int(shaded(1.0).sum()) >= 60  # a ramp of [0, 0.5]: all but the faintest
+    half = shaded(0.5)
+    assert 16 <= int(half.sum()) <= 48
+    assert torch.equal(half, shaded(0.5)) and not torch.equal(half, shaded(0.5, seed=3))
 
 
 def test_only_the_training_stream_is_augmented_and_fixed_sets_stay_put():

@@ -1,4 +1,5 @@
-"""The held-out typeface benchmark's test strips (scripts/typefaces.py), without training."""
+"""The held-out typeface benchmark (scripts/typefaces.py): its test strips, and one tiny
+benchmark run end to end."""
 
 import sys
 from pathlib import Path
@@ -32,3 +33,23 @@ def test_free_layout_draws_each_font_with_its_own_margins(tmp_path):
     folder = typefaces.whole_string_folder(tmp_path / "free", fonts, 2, [3], seed=0, free=True)
     names = sorted(p.name for p in folder.glob("*.png"))
     assert len(names) == 4 and all(Path(f).stem in " ".join(names) for f in fonts)
+
+
+def test_several_trainings_per_family_are_read_on_the_same_strips(tmp_path, capsys):
+    # Real trainings (tiny, seconds each) and real evaluations, two seeds of one family.
+    out = tmp_path / "bench"
+    report = typefaces.main(
+        [
+            "--families", "sans", "--seeds", "2", "--steps", "10", "--n", "2",
+            "--lengths", "1", "2", "--out", str(out), "--json", str(tmp_path / "r.json"),
+            "--override", "preset=tiny",
+        ]
+    )  # fmt: skip
+    assert report["seeds"] == [0, 1]
+    rows = [(r["kind"], r["seed"], r["n"]) for r in report["rows"]]
+    assert sorted(rows) == [(k, s, 4) for k in ("synthetic", "whole-string") for s in (0, 1)]
+    for run in ("run", "run-seed1"):
+        assert (out / "sans" / run / "eval" / "whole-string" / "readings.csv").is_file()
+    printed = capsys.readouterr().out
+    assert "mean % (min - max)" in printed and "2 trainings per family, seeds [0, 1]" in printed
+    assert len([line for line in printed.splitlines() if line.startswith("overall")]) == 2

@@ -5,7 +5,7 @@ from.
 The bank holds every digit of every font, size and stroke in geometric variants (scale,
 stretch, shear, rotation, vertical shift) and blur levels, built once per process from a
 fixed seed: it is part of the data definition, the same on every machine (fonts shipped
-inside Pillow, matplotlib and ReportLab).
+inside Python packages: Pillow, matplotlib, ReportLab and the font packages).
 """
 
 from __future__ import annotations
@@ -63,8 +63,59 @@ def reportlab_fonts() -> list[str]:
     return [str(p) for p in paths]
 
 
+# The typefaces of pymupdf-fonts (pure data: each font an lzma-packed buffer in a module of
+# its own), all styles it has: Cascadia Mono, Fira Go, Fira Mono, Noto Sans, Space Mono,
+# Ubuntu and Ubuntu Mono. Its symbol, math and music fonts are left out.
+PYMUPDF_FONTS = tuple(
+    f"{family}_{style}"
+    for family in ("CascadiaMono", "FiraGO", "NotoSans", "SpaceMono", "Ubuntu", "UbuntuMono")
+    for style in ("Regular", "Bold", "Italic", "BoldItalic")
+) + ("FiraMono_Regular", "FiraMono_Bold")
+_PYMUPDF = "pymupdf-fonts:"  # a font source from pymupdf-fonts: the prefix, then the module
+
+
+def pymupdf_fonts() -> list[str]:
+    """pymupdf-fonts' typefaces (``PYMUPDF_FONTS``), as font sources ``_load_font`` reads."""
+    import importlib.util
+
+    missing = [m for m in PYMUPDF_FONTS if importlib.util.find_spec(f"pymupdf_fonts.{m}") is None]
+    if missing:
+        raise UserError(f"data.fonts: the pymupdf-fonts package lacks {', '.join(missing)}")
+    return [_PYMUPDF + m for m in PYMUPDF_FONTS]
+
+
+# Font packages on PyPI whose files lie in <package>/files: regular, bold and italic styles.
+FONT_PACKAGES = {
+    "font-lato": ("Lato-Regular", "Lato-Bold", "Lato-Italic", "Lato-BoldItalic"),
+    "font-source-serif-pro": (
+        "SourceSerifPro-Regular", "SourceSerifPro-Bold", "SourceSerifPro-It",
+        "SourceSerifPro-BoldIt",
+    ),
+}  # fmt: skip
+
+
+def package_fonts(package: str) -> list[str]:
+    """The ``FONT_PACKAGES`` typefaces of one font package, as font files."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package.replace("-", "_"))
+    if spec is None or spec.origin is None:
+        raise UserError(f"data.fonts: {package} is not installed (pip install {package})")
+    folder = Path(spec.origin).parent / "files"
+    paths = [folder / f"{stem}.ttf" for stem in FONT_PACKAGES[package]]
+    missing = [p.name for p in paths if not p.exists()]
+    if missing:
+        raise UserError(f"data.fonts: {package} lacks {', '.join(missing)} in {folder}")
+    return [str(p) for p in paths]
+
+
 # Names in data.fonts for fonts that ship inside installed Python packages.
-FONT_SETS = {"bundled": bundled_fonts, "reportlab": reportlab_fonts}
+FONT_SETS = {
+    "bundled": bundled_fonts,
+    "reportlab": reportlab_fonts,
+    "pymupdf-fonts": pymupdf_fonts,
+    **{name: functools.partial(package_fonts, name) for name in FONT_PACKAGES},
+}
 
 
 def resolve_fonts(data: DataConfig) -> list[str]:
@@ -90,6 +141,12 @@ def _load_font(source: str, size: int):
 
     if source == "pillow:default":
         return ImageFont.load_default(size=size)
+    if source.startswith(_PYMUPDF):
+        import importlib
+        import io
+
+        module = importlib.import_module(f"pymupdf_fonts.{source[len(_PYMUPDF) :]}")
+        return ImageFont.truetype(io.BytesIO(module.fontbuffer), size=size)
     try:
         return ImageFont.truetype(source, size=size)
     except OSError as err:

@@ -145,14 +145,22 @@ class StripSynth:
         idx = first_col[valid][:, None] + torch.arange(wg)  # (G, Wg)
         canvas.index_add_(0, idx.reshape(-1), glyphs.reshape(-1, h).float())
         ink = canvas.view(b, canvas_w, h).transpose(1, 2).mul(1 / 255.0).clamp_(max=1.0)
-        if augment:
-            ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
+        varied = None
+        if augment:  # a share of the training strips (data.augmented) is varied
+            varied = torch.rand(b, generator=gen) < d.augmented if d.augmented < 1 else None
+            if varied is None:
+                ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
+            elif bool(varied.any()):
+                ink[varied] = vary_strips(ink[varied], strip_w[varied], d, gen)
         # Per-strip appearance: paper level (shaded when augmenting), ink contrast, noise.
         paper = uniform(d.background, b, gen)[:, None, None]
         contrast = uniform(d.contrast, b, gen)[:, None, None]
         noise_sd = uniform(d.noise, b, gen)[:, None]
         if augment:
-            paper = paper * shading(strip_w, canvas_w, d.shading, gen)[:, None, :]  # (B, 1, W)
+            shade = shading(strip_w, canvas_w, d.shading, gen)  # (B, W)
+            if varied is not None:
+                shade = torch.where(varied[:, None], shade, 1.0)
+            paper = paper * shade[:, None, :]  # (B, 1, W)
         pixels = paper - paper * contrast * ink
         if float(noise_sd.max()) > 0:
             windows = _noise_windows(h, canvas_w)
