@@ -22,7 +22,8 @@ class DataConfig:
     train_lengths: list[int] = field(default_factory=lambda: [1, 8])
     train_length_set: list[int] | None = None
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
-    # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier; other entries
+    # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier, and the font
+    # packages' typefaces by package name (attnlab.data.glyphs.FONT_SETS); other entries
     # are paths or globs (system fonts).
     fonts: list[str] = field(
         default_factory=lambda: [
@@ -287,7 +288,7 @@ def check_data(d: Any) -> None:
     _require(d.resample[1] <= 1.0, "data.resample", list(d.resample), "must be factors <= 1")
     for key, high in (
         ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
-        ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0),
+        ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0), ("augmented", 1.0),
     ):  # fmt: skip
         value = getattr(d, key)
         _require(

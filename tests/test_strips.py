@@ -150,6 +150,8 @@ def test_a_font_package_missing_a_file_or_not_installed_is_one_clear_error(monke
     monkeypatch.setitem(glyphs.FONT_PACKAGES, "font-nonesuch", ("X",))
     with pytest.raises(UserError, match="font-nonesuch is not installed"):
         glyphs.package_fonts("font-nonesuch")
+    with pytest.raises(UserError, match="matches 'pymupdf' .font sets: bundled, reportlab, pymu"):
+        resolve_fonts(DataConfig(fonts=["pymupdf"]))  # a set's name mistyped
 
 
 def test_excluded_fonts_are_left_out():

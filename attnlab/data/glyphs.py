@@ -128,7 +128,9 @@ def resolve_fonts(data: DataConfig) -> list[str]:
             continue
         matches = sorted(glob.glob(str(Path(entry).expanduser())))
         if not matches:
-            raise UserError(f"data.fonts: no font file matches {entry!r}")
+            raise UserError(
+                f"data.fonts: no font file matches {entry!r} (font sets: {', '.join(FONT_SETS)})"
+            )
         fonts.extend(matches)
     fonts = [f for f in fonts if not any(x in Path(f).name for x in data.exclude_fonts)]
     if not fonts:

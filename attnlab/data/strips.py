@@ -145,13 +145,12 @@ class StripSynth:
         idx = first_col[valid][:, None] + torch.arange(wg)  # (G, Wg)
         canvas.index_add_(0, idx.reshape(-1), glyphs.reshape(-1, h).float())
         ink = canvas.view(b, canvas_w, h).transpose(1, 2).mul(1 / 255.0).clamp_(max=1.0)
-        varied = None
-        if augment:  # a share of the training strips (data.augmented) is varied
-            varied = torch.rand(b, generator=gen) < d.augmented if d.augmented < 1 else None
-            if varied is None:
-                ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
-            elif bool(varied.any()):
-                ink[varied] = vary_strips(ink[varied], strip_w[varied], d, gen)
+        # The strips that get the whole-strip variation: all, or a share (data.augmented).
+        varied = torch.rand(b, generator=gen) < d.augmented if augment and d.augmented < 1 else None
+        if augment and varied is None:
+            ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
+        elif augment and bool(varied.any()):
+            ink[varied] = vary_strips(ink[varied], strip_w[varied], d, gen)
         # Per-strip appearance: paper level (shaded when augmenting), ink contrast, noise.
         paper = uniform(d.background, b, gen)[:, None, None]
         contrast = uniform(d.contrast, b, gen)[:, None, None]
