@@ -52,7 +52,7 @@ class DataConfig:
     # training stream only (validation, test and probe sets and exports are the generator's
     # strips without it, so runs trained with other augmentation are read on the same sets).
     # Geometry is vertical only, so every glyph keeps its columns and its span stays true.
-    augmented: float = 1.0  # share of training strips that get the variation below
+    augmented: float = 0.5  # share of training strips that get the variation below
     dilate: float = 0.2  # share of strips whose ink is thickened by one pixel (morphology)
     ink_level: list[float] = field(default_factory=lambda: [-0.4, 0.3])  # <0 thins, >0 bolds
     strip_scale: list[float] = field(default_factory=lambda: [0.85, 1.15])  # vertical, whole

@@ -156,7 +156,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     m = registry.build(cfg.model, cfg.data.height).eval()
     config = plain_config(cfg)
     del config["model"]["column_convs"], config["data"]["stretch"], config["data"]["dilate"]
-    del config["data"]["footless_ones"]
+    del config["data"]["footless_ones"], config["data"]["augmented"]
     path = tmp_path / "old.pt"
     torch.save(
         {"format": 2, "reader": m.name, "model": m.state_dict(), "config": config, "step": 0},
@@ -166,11 +166,14 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     assert list(old.model.column_convs) == [] and len(back.encoder.column_convs) == 0
     assert list(old.data.stretch) == [1.0, 1.0] and old.data.dilate == 0.0
     assert old.data.footless_ones == 0.0  # added in a later format still: off
+    assert old.data.augmented == 1.0  # every training strip was augmented (format 5 on: a share)
     # A format 3 file has the column convolutions but not the footless ones.
     torch.save({**torch.load(path, weights_only=True), "format": 3}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):
         checkpoint.restore_reader(checkpoint.load(path), path)  # column_convs: today's [64]
     assert checkpoint.config_of(checkpoint.load(path)).data.footless_ones == 0.0
+    torch.save({**torch.load(path, weights_only=True), "format": 4}, path)
+    assert checkpoint.config_of(checkpoint.load(path)).data.augmented == 1.0
     # A file of today's format without the key is today's config: the default applies.
     torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):

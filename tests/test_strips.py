@@ -192,9 +192,10 @@ def test_warps_keep_glyph_spans_on_the_ink_and_move_the_string_vertically():
     tops = []
     for i, label in enumerate(s.labels):
         ink = (s.images[i] < 0.5).any(0)
+        seen = (s.images[i] < 0.75).any(0)  # a thin face thinned by ink_level stays this dark
         near = torch.zeros_like(ink)
         for start, end in s.spans[i, : len(label)].tolist():
-            assert ink[start:end].any(), "every glyph span holds ink"
+            assert seen[start:end].any(), "every glyph span holds ink"
             near[max(0, start - 1) : end + 1] = True
         assert not (ink & ~near).any(), "no ink more than a pixel outside the glyph spans"
         tops.append(ink_rows(s.images[i])[0])
