@@ -42,11 +42,12 @@ from attnlab.data.glyphs import REPORTLAB_FONTS
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
 # family holds every default training font of its design, so that leaving it out leaves no
-# near-copy of it in training (STIX is modelled on Times; Courier is monospaced).
+# near-copy of it in training (STIX is modelled on Times). The font packages' faces are
+# other designs (a monospace, a humanist sans, a transitional serif) and stay in training.
 FAMILIES: dict[str, list[str]] = {
     "serif": ["DejaVuSerif"],  # DejaVu Serif, regular to bold italic
     "sans": ["DejaVuSans.", "DejaVuSans-"],  # DejaVu Sans, not Mono
-    "mono": ["DejaVuSansMono", "cmtt10", *REPORTLAB_FONTS["courier"]],  # every monospaced face
+    "mono": ["DejaVuSansMono", "cmtt10", *REPORTLAB_FONTS["courier"]],  # monospaced
     "times": ["STIXGeneral", *REPORTLAB_FONTS["times"]],  # STIX and ReportLab's Times
     "helvetica": list(REPORTLAB_FONTS["helvetica"]),  # ReportLab's Arial (its Helvetica)
     "computer-modern": ["cmb10", "cmmi10", "cmr10", "cmss10", "cmti10"],  # TeX's, italic too
