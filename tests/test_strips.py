@@ -1,5 +1,6 @@
 """Synthetic strips: determinism, spans where the ink is, masks, fixed sets."""
 
+import sys
 from pathlib import Path
 
 import torch
@@ -150,6 +151,9 @@ def test_a_font_package_missing_a_file_or_not_installed_is_one_clear_error(monke
     monkeypatch.setitem(glyphs.FONT_PACKAGES, "font-nonesuch", ("X",))
     with pytest.raises(UserError, match="font-nonesuch is not installed"):
         glyphs.package_fonts("font-nonesuch")
+    monkeypatch.setitem(sys.modules, "pymupdf_fonts", None)  # as if it were not installed
+    with pytest.raises(UserError, match=r"pymupdf-fonts is not installed \(pip install"):
+        resolve_fonts(DataConfig(fonts=["pymupdf-fonts"]))
     with pytest.raises(UserError, match="matches 'pymupdf' .font sets: bundled, reportlab, pymu"):
         resolve_fonts(DataConfig(fonts=["pymupdf"]))  # a set's name mistyped
 

@@ -74,13 +74,23 @@ PYMUPDF_FONTS = tuple(
 _PYMUPDF = "pymupdf-fonts:"  # a font source from pymupdf-fonts: the prefix, then the module
 
 
+def _package_folder(package: str) -> Path:
+    """The folder of an installed package, by its name on PyPI."""
+    import importlib
+
+    try:
+        module = importlib.import_module(package.replace("-", "_"))
+    except ImportError as err:
+        raise UserError(f"data.fonts: {package} is not installed (pip install {package})") from err
+    return Path(module.__file__).parent
+
+
 def pymupdf_fonts() -> list[str]:
     """pymupdf-fonts' typefaces (``PYMUPDF_FONTS``), as font sources ``_load_font`` reads."""
-    import importlib.util
-
-    missing = [m for m in PYMUPDF_FONTS if importlib.util.find_spec(f"pymupdf_fonts.{m}") is None]
+    folder = _package_folder("pymupdf-fonts")
+    missing = [m for m in PYMUPDF_FONTS if not (folder / f"{m}.py").is_file()]
     if missing:
-        raise UserError(f"data.fonts: the pymupdf-fonts package lacks {', '.join(missing)}")
+        raise UserError(f"data.fonts: pymupdf-fonts lacks {', '.join(missing)} in {folder}")
     return [_PYMUPDF + m for m in PYMUPDF_FONTS]
 
 
@@ -96,12 +106,7 @@ FONT_PACKAGES = {
 
 def package_fonts(package: str) -> list[str]:
     """The ``FONT_PACKAGES`` typefaces of one font package, as font files."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(package.replace("-", "_"))
-    if spec is None or spec.origin is None:
-        raise UserError(f"data.fonts: {package} is not installed (pip install {package})")
-    folder = Path(spec.origin).parent / "files"
+    folder = _package_folder(package) / "files"
     paths = [folder / f"{stem}.ttf" for stem in FONT_PACKAGES[package]]
     missing = [p.name for p in paths if not p.exists()]
     if missing:
