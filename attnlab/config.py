@@ -23,7 +23,7 @@ class DataConfig:
     train_length_set: list[int] | None = None
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
     # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier, and the font
-    # packages' typefaces by package name (attnlab.data.glyphs.FONT_SETS); other entries
+    # packages' typefaces by package name (attnlab.data.fonts.FONT_SETS); other entries
     # are paths or globs (system fonts).
     fonts: list[str] = field(
         default_factory=lambda: [

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.checkpoint import legacy
-from attnlab.data.glyphs import REPORTLAB_FONTS
+from attnlab.data.fonts import REPORTLAB_FONTS
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
 # family holds every default training font of its design, so that leaving it out leaves no
@@ -71,7 +71,7 @@ SYSTEM_FONTS = [
 def family_fonts(family: str) -> list[str]:
     """The family's fonts among the default training fonts (``data.fonts``' default)."""
     from attnlab.config import DataConfig
-    from attnlab.data.glyphs import resolve_fonts
+    from attnlab.data.fonts import resolve_fonts
 
     keys = FAMILIES[family]
     return [f for f in resolve_fonts(DataConfig()) if any(k in Path(f).name for k in keys)]

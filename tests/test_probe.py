@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from attnlab.config import DataConfig, ProbeConfig, check_probe
-from attnlab.data.glyphs import DIGITS, bundled_fonts
+from attnlab.data.fonts import bundled_fonts
+from attnlab.data.glyphs import DIGITS
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.errors import UserError
 from attnlab.interventions import (

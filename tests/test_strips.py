@@ -7,17 +7,16 @@ import torch
 from readers_util import clean_data
 
 from attnlab.config import DataConfig
-from attnlab.data.glyphs import (
+from attnlab.data.fonts import (
     FONT_PACKAGES,
     FONT_SETS,
     PYMUPDF_FONTS,
     REPORTLAB_FONTS,
     bundled_fonts,
-    glyph_bank,
-    render_digits,
     reportlab_fonts,
     resolve_fonts,
 )
+from attnlab.data.glyphs import glyph_bank, render_digits
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set
 
 CLEAN = clean_data()
@@ -142,15 +141,15 @@ def test_font_package_sets_are_default_training_fonts_and_draw_ten_distinct_digi
 def test_a_font_package_missing_a_file_or_not_installed_is_one_clear_error(monkeypatch):
     import pytest
 
-    from attnlab.data import glyphs
+    from attnlab.data import fonts
     from attnlab.errors import UserError
 
-    monkeypatch.setitem(glyphs.FONT_PACKAGES, "font-lato", ("Lato-Regular", "Lato-Nonesuch"))
+    monkeypatch.setitem(fonts.FONT_PACKAGES, "font-lato", ("Lato-Regular", "Lato-Nonesuch"))
     with pytest.raises(UserError, match="font-lato lacks Lato-Nonesuch.ttf"):
-        glyphs.package_fonts("font-lato")
-    monkeypatch.setitem(glyphs.FONT_PACKAGES, "font-nonesuch", ("X",))
+        fonts.package_fonts("font-lato")
+    monkeypatch.setitem(fonts.FONT_PACKAGES, "font-nonesuch", ("X",))
     with pytest.raises(UserError, match="font-nonesuch is not installed"):
-        glyphs.package_fonts("font-nonesuch")
+        fonts.package_fonts("font-nonesuch")
     monkeypatch.setitem(sys.modules, "pymupdf_fonts", None)  # as if it were not installed
     with pytest.raises(UserError, match=r"pymupdf-fonts is not installed \(pip install"):
         resolve_fonts(DataConfig(fonts=["pymupdf-fonts"]))
