@@ -76,7 +76,7 @@ def _package_folder(package: str) -> Path:
 
 
 def pymupdf_fonts() -> list[str]:
-    """pymupdf-fonts' typefaces (``PYMUPDF_FONTS``), as font sources ``_load_font`` reads."""
+    """pymupdf-fonts' typefaces (``PYMUPDF_FONTS``), as font sources ``load_font`` reads."""
     folder = _package_folder("pymupdf-fonts")
     missing = [m for m in PYMUPDF_FONTS if not (folder / f"{m}.py").is_file()]
     if missing:
