@@ -104,7 +104,11 @@ class Trainer:
             self.opt, lambda s: lr_factor(s, o.warmup_steps, t.steps, o.min_lr_ratio)
         )
         self.stream = TrainStream(
-            self.synth, self.seen, t.batch_size, set_seed(cfg.seed, "train", 0)
+            self.synth,
+            self.seen,
+            t.batch_size,
+            set_seed(cfg.seed, "train", 0),
+            by_length=cfg.data.batch_by_length,
         )
         self.val_sets = {
             n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen

@@ -157,6 +157,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     config = plain_config(cfg)
     del config["model"]["column_convs"], config["data"]["stretch"], config["data"]["dilate"]
     del config["data"]["footless_ones"], config["data"]["augmented"]
+    del config["data"]["batch_by_length"]
     path = tmp_path / "old.pt"
     torch.save(
         {"format": 2, "reader": m.name, "model": m.state_dict(), "config": config, "step": 0},
@@ -167,6 +168,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     assert list(old.data.stretch) == [1.0, 1.0] and old.data.dilate == 0.0
     assert old.data.footless_ones == 0.0  # added in a later format still: off
     assert old.data.augmented == 1.0  # every training strip was augmented (format 5 on: a share)
+    assert old.data.batch_by_length is False  # lengths were mixed in every batch (format 6 on)
     # A format 3 file has the column convolutions but not the footless ones.
     torch.save({**torch.load(path, weights_only=True), "format": 3}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):
@@ -174,6 +176,8 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     assert checkpoint.config_of(checkpoint.load(path)).data.footless_ones == 0.0
     torch.save({**torch.load(path, weights_only=True), "format": 4}, path)
     assert checkpoint.config_of(checkpoint.load(path)).data.augmented == 1.0
+    torch.save({**torch.load(path, weights_only=True), "format": 5}, path)
+    assert checkpoint.config_of(checkpoint.load(path)).data.batch_by_length is False
     # A file of today's format without the key is today's config: the default applies.
     torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):

@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from readers_util import clean_data
 
@@ -82,11 +83,20 @@ def test_fixed_sets_are_identical_for_every_caller_and_differ_by_purpose():
     assert all(len(s) == 5 for s in a.labels)
 
 
-def test_train_stream_draws_only_seen_lengths_and_resumes_exactly():
+@pytest.mark.parametrize("by_length", [False, True])
+def test_train_stream_draws_only_seen_lengths_and_resumes_exactly(by_length):
     synth = StripSynth(DataConfig())
-    stream = TrainStream(synth, [2, 5], batch_size=64, seed=1)
-    first = stream.next()
-    assert {len(s) for s in first.labels} == {2, 5}
+    stream = TrainStream(synth, [2, 5], batch_size=64, seed=1, by_length=by_length)
+    batches = [stream.next() for _ in range(40)]
+    per_batch = [{len(s) for s in b.labels} for b in batches]
+    assert set().union(*per_batch) == {2, 5}
+    if by_length:  # one length per batch, each seen length about as often
+        assert all(len(k) == 1 for k in per_batch)
+        assert 10 <= sum(k == {2} for k in per_batch) <= 30
+        # no column past the longest strip of the batch: padding is what the widths differ by
+        assert all(int(b.widths.max()) == b.images.shape[-1] for b in batches)
+    else:
+        assert all(k == {2, 5} for k in per_batch)
     state = stream.state()
     nxt = stream.next()
     stream.load_state(state)

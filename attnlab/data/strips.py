@@ -192,16 +192,28 @@ def fixed_set(synth: StripSynth, purpose: str, length: int, n: int) -> StripBatc
 class TrainStream:
     """An endless stream of training batches drawn from the seen lengths."""
 
-    def __init__(self, synth: StripSynth, seen: list[int], batch_size: int, seed: int):
+    def __init__(
+        self,
+        synth: StripSynth,
+        seen: list[int],
+        batch_size: int,
+        seed: int,
+        by_length: bool = False,
+    ):
+        """``by_length``: each batch holds strips of one seen length (drawn uniformly per
+        batch), so neither the columns nor the decoding steps are padded to the longest."""
         self.synth = synth
         self.seen = torch.tensor(seen, dtype=torch.long)
         self.batch_size = batch_size
+        self.by_length = by_length
         self.generator = torch.Generator().manual_seed(seed)
 
     def next(self) -> StripBatch:
         """A batch of training strips, with the whole-strip variation (augmentation)."""
-        pick = torch.randint(0, len(self.seen), (self.batch_size,), generator=self.generator)
-        return self.synth.sample(self.seen[pick], self.generator, augment=True)
+        draws = 1 if self.by_length else self.batch_size
+        pick = torch.randint(0, len(self.seen), (draws,), generator=self.generator)
+        lengths = self.seen[pick].repeat(self.batch_size // draws)
+        return self.synth.sample(lengths, self.generator, augment=True)
 
     def state(self) -> torch.Tensor:
         return self.generator.get_state()
