@@ -21,9 +21,9 @@ class DataConfig:
     # Seen lengths: the inclusive range train_lengths=[lo, hi], unless train_length_set is given.
     train_lengths: list[int] = field(default_factory=lambda: [1, 8])
     train_length_set: list[int] | None = None
-    # Every training batch holds strips of one length, drawn uniformly from the seen ones
-    # (each length as often as mixed batches give it): little padding, so ~1.3x the strips/s.
-    # false = lengths mixed within each batch.
+    # Every training batch holds strips of one seen length (little padding, so each step is
+    # faster), drawn in proportion to its tokens (digits + EOS), which gives the expected
+    # gradient of mixed batches; false = lengths drawn uniformly for each strip of a batch.
     batch_by_length: bool = True
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
     # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier, and the font

@@ -200,19 +200,25 @@ class TrainStream:
         seed: int,
         by_length: bool = False,
     ):
-        """``by_length``: each batch holds strips of one seen length (drawn uniformly per
-        batch), so neither the columns nor the decoding steps are padded to the longest."""
+        """``by_length``: each batch holds strips of one seen length, so neither the columns
+        nor the decoding steps are padded to the longest. A length is drawn in proportion to
+        its tokens (digits + EOS): a mixed batch's loss, a mean over its tokens, weighs each
+        length so, and one-length batches then give the same expected gradient."""
         self.synth = synth
         self.seen = torch.tensor(seen, dtype=torch.long)
         self.batch_size = batch_size
         self.by_length = by_length
+        self.token_share = (self.seen + 1).double() / float((self.seen + 1).sum())
         self.generator = torch.Generator().manual_seed(seed)
 
     def next(self) -> StripBatch:
         """A batch of training strips, with the whole-strip variation (augmentation)."""
-        draws = 1 if self.by_length else self.batch_size
-        pick = torch.randint(0, len(self.seen), (draws,), generator=self.generator)
-        lengths = self.seen[pick].repeat(self.batch_size // draws)
+        if self.by_length:  # as often as its share of a mixed batch's tokens (digits + EOS)
+            pick = torch.multinomial(self.token_share, 1, generator=self.generator)
+            lengths = self.seen[pick].repeat(self.batch_size)
+        else:
+            pick = torch.randint(0, len(self.seen), (self.batch_size,), generator=self.generator)
+            lengths = self.seen[pick]
         return self.synth.sample(lengths, self.generator, augment=True)
 
     def state(self) -> torch.Tensor:
