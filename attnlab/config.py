@@ -45,6 +45,7 @@ class DataConfig:
     stretch: list[float] = field(default_factory=lambda: [0.8, 1.25])  # glyph width x, on scale
     shear: list[float] = field(default_factory=lambda: [-0.25, 0.25])
     rotation: list[float] = field(default_factory=lambda: [-4.0, 4.0])  # degrees
+    elastic: float = 1.0  # max displacement (px) of a smooth warp bending each variant's strokes
     v_offset: int = 2  # max vertical shift of a glyph, px
     gap: list[int] = field(default_factory=lambda: [-1, 4])  # px between glyphs (<0 overlaps)
     margin: list[int] = field(default_factory=lambda: [2, 8])  # px left and right
@@ -101,7 +102,7 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = 2500
+    steps: int = 3000
     batch_size: int = 128  # strips per micro-batch (x accumulate = per optimiser step)
     accumulate: int = 1
     val_every: int = 500
@@ -293,6 +294,7 @@ def check_data(d: Any) -> None:
     for key, high in (
         ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
         ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0), ("augmented", 1.0),
+        ("elastic", 4.0),
     ):  # fmt: skip
         value = getattr(d, key)
         _require(

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.checkpoint import legacy
+from attnlab.config import TrainConfig
 from attnlab.data.fonts import REPORTLAB_FONTS
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
@@ -238,7 +239,12 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset")
     p.add_argument("--model", default="attention", help="the reader (model=NAME)")
-    p.add_argument("--steps", type=int, default=2500, help="training steps per family")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=TrainConfig.steps,
+        help="training steps per family (default: attnlab train's, %(default)s)",
+    )
     p.add_argument("--n", type=int, default=60, help="strips per length and kind")
     p.add_argument("--lengths", type=int, nargs=2, default=[1, 8], help="seen lengths LO HI")
     p.add_argument("--seed", type=int, default=0, help="the test strips' and first training's")

@@ -157,7 +157,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     config = plain_config(cfg)
     del config["model"]["column_convs"], config["data"]["stretch"], config["data"]["dilate"]
     del config["data"]["footless_ones"], config["data"]["augmented"]
-    del config["data"]["batch_by_length"]
+    del config["data"]["batch_by_length"], config["data"]["elastic"]
     path = tmp_path / "old.pt"
     torch.save(
         {"format": 2, "reader": m.name, "model": m.state_dict(), "config": config, "step": 0},
@@ -178,6 +178,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     assert checkpoint.config_of(checkpoint.load(path)).data.augmented == 1.0
     torch.save({**torch.load(path, weights_only=True), "format": 5}, path)
     assert checkpoint.config_of(checkpoint.load(path)).data.batch_by_length is False
+    assert checkpoint.config_of(checkpoint.load(path)).data.elastic == 0.0
     # A file of today's format without the key is today's config: the default applies.
     torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):

@@ -215,6 +215,27 @@ def test_warps_keep_glyph_spans_on_the_ink_and_move_the_string_vertically():
     assert len(set(tops)) > 2  # the string sits at different heights
 
 
+def test_elastic_warps_bend_the_glyph_variants_and_spans_stay_on_the_ink():
+    plain, bent = clean_data(variants=4), clean_data(variants=4, elastic=2.0)
+    a, b = glyph_bank(plain), glyph_bank(bent)
+    w = min(a.columns.shape[-2], b.columns.shape[-2])
+    # Variant 0 is each glyph as drawn; the others are bent, each its own way.
+    assert torch.equal(a.widths[..., 0], b.widths[..., 0])
+    assert torch.equal(a.columns[..., 0, :w, :], b.columns[..., 0, :w, :])
+    moved = (a.columns[..., 1:, :w, :].int() - b.columns[..., 1:, :w, :].int()).abs()
+    assert float(moved.float().mean()) > 1.0  # grey levels out of 255, over every glyph
+    # Deterministic: the bank is part of the data definition.
+    one, two = sample(bent, [6, 3, 8, 7], seed=1), sample(bent, [6, 3, 8, 7], seed=1)
+    assert torch.equal(one.images, two.images) and torch.equal(one.spans, two.spans)
+    for i, label in enumerate(one.labels):  # spans are measured on the bent ink
+        ink = (one.images[i] < 0.5).any(0)
+        covered = torch.zeros_like(ink)
+        for start, end in one.spans[i, : len(label)].tolist():
+            assert ink[start:end].any(), "every glyph span holds ink"
+            covered[start:end] = True
+        assert not (ink & ~covered).any(), "no ink outside the glyph spans"
+
+
 def test_dilation_and_ink_levels_thicken_or_thin_the_strokes():
     def ink(cfg) -> float:
         gen = torch.Generator().manual_seed(0)

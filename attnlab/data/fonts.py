@@ -41,15 +41,11 @@ REPORTLAB_FONTS = {
 
 def reportlab_fonts() -> list[str]:
     """ReportLab's Arial, Times New Roman and Courier (``REPORTLAB_FONTS``), as font files."""
-    import reportlab
-
-    folder = Path(reportlab.__file__).parent / "fonts"
+    folder = _package_folder("reportlab") / "fonts"
     paths = [folder / f"{stem}.pfb" for stems in REPORTLAB_FONTS.values() for stem in stems]
     missing = [p.name for p in paths if not p.exists()]
     if missing:
-        raise UserError(
-            f"data.fonts: reportlab {reportlab.Version} lacks {', '.join(missing)} in {folder}"
-        )
+        raise UserError(f"data.fonts: reportlab lacks {', '.join(missing)} in {folder}")
     return [str(p) for p in paths]
 
 

@@ -160,9 +160,21 @@ def _variant_params(n: int, v: int, scale, stretch, shear, rotation, v_offset: i
     return p
 
 
-def _affine_variants(glyphs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+def _elastic_fields(n: int, v: int, elastic: float, gen: torch.Generator) -> torch.Tensor:
+    """(N, V, 2, 4, 4) coarse displacements (x, y) in pixels, each within +-``elastic``, of
+    every variant of N glyphs; variant 0 is not warped. Smoothly upsampled over the glyph,
+    they bend strokes (Simard et al.'s elastic distortion, smooth at a glyph's scale)."""
+    d = (torch.rand(n, v, 2, 4, 4, generator=gen) * 2 - 1) * elastic
+    d[:, 0] = 0.0
+    return d
+
+
+def _affine_variants(
+    glyphs: torch.Tensor, p: torch.Tensor, elastic: torch.Tensor | None = None
+) -> torch.Tensor:
     """(N, H, Wg) glyphs and their (N, V, 5) ``_variant_params`` -> (N, V, H, Wg): each
-    scaled, stretched horizontally, sheared, rotated and shifted vertically."""
+    scaled, stretched horizontally, sheared, rotated and shifted vertically, then bent by
+    its (N, V, 2, 4, 4) ``_elastic_fields`` when given."""
     n, h, wg = glyphs.shape
     v = p.shape[1]
     scale, shear, rot, wide = p[..., 0], p[..., 1], torch.deg2rad(p[..., 2]), p[..., 4]
@@ -176,6 +188,11 @@ def _affine_variants(glyphs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     theta = torch.stack([row1, row2], -2).reshape(n * v, 2, 3)
     src = glyphs[:, None].expand(n, v, h, wg).reshape(n * v, 1, h, wg)
     grid = F.affine_grid(theta, [n * v, 1, h, wg], align_corners=False)
+    if elastic is not None:  # pixels -> normalised units, smooth over the glyph's box
+        coarse = elastic.reshape(n * v, 2, 4, 4)
+        field = F.interpolate(coarse, size=(h, wg), mode="bicubic", align_corners=True)
+        scale_xy = torch.tensor([2.0 / wg, 2.0 / h]).view(1, 2, 1, 1)
+        grid = grid + (field * scale_xy).permute(0, 2, 3, 1)
     out = F.grid_sample(src, grid, align_corners=False, padding_mode="zeros")
     return out.reshape(n, v, h, wg)
 
@@ -212,7 +229,7 @@ def _bank_key(data: DataConfig) -> tuple:
         data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
         tuple(data.scale), tuple(data.stretch), tuple(data.shear), tuple(data.rotation),
         data.v_offset, tuple(data.blur), float(data.marked_zeros), float(data.oldstyle),
-        float(data.footless_ones),
+        float(data.footless_ones), float(data.elastic),
     )  # fmt: skip
 
 
@@ -227,7 +244,7 @@ _BANK_CHUNK = 256  # glyphs warped and blurred at a time
 @functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
     (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
-     marked, oldstyle, footless) = key  # fmt: skip
+     marked, oldstyle, footless, elastic) = key  # fmt: skip
     if variants < 1:
         raise UserError(f"data.variants must be >= 1, got {variants}")
     base: list[torch.Tensor] = []
@@ -260,13 +277,15 @@ def _build_bank(key: tuple) -> GlyphBank:
     gen = torch.Generator().manual_seed(8)  # the bank is part of the data definition
     n, r = len(base), len(names)
     params = _variant_params(n, variants, scale, stretch, shear, rotation, v_offset, gen)
+    fields = _elastic_fields(n, variants, elastic, gen) if elastic > 0 else None
     sigmas = levels(blur)  # the Gaussian sigmas a strip can be blurred with
     k = len(sigmas)
     # Glyphs in chunks, each kept as uint8 once done: the float transients of warping and
     # blurring stay a chunk's size, whatever the number of fonts.
     columns_of, widths_of = [], []
     for lo in range(0, n, _BANK_CHUNK):
-        var = _affine_variants(padded[lo : lo + _BANK_CHUNK], params[lo : lo + _BANK_CHUNK])
+        part = slice(lo, lo + _BANK_CHUNK)
+        var = _affine_variants(padded[part], params[part], None if fields is None else fields[part])
         var = var.clamp_(0, 1).reshape(-1, height, wg)  # (c * V, H, Wg)
         aligned = [_left_align(_gaussian_blur(var, s)) for s in sigmas]
         columns_of.append(torch.stack([c.view(-1, variants, wg, height) for c, _ in aligned], 1))
