@@ -1,6 +1,7 @@
 """`attnlab train` end to end: the run directory, resume after a kill, checkpoint errors."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -102,3 +103,19 @@ def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path, attnlab_cli):
     assert "non-finite loss" in res.stderr and res.stderr.count("\n") == 1
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "failed" and "non-finite" in status["error"]
+
+
+def test_batch_by_length_reaches_the_training_stream(tmp_path):
+    from readers_util import tiny_config
+
+    from attnlab.rundir import RunDir
+    from attnlab.train import Trainer
+
+    trainer = Trainer(tiny_config("attention", "data.batch_by_length=true"), RunDir(tmp_path))
+    assert trainer.stream.by_length
+    batches = [trainer.stream.next() for _ in range(12)]
+    assert all(len({len(s) for s in b.labels}) == 1 for b in batches)
+    assert len({len(b.labels[0]) for b in batches}) > 1  # the length changes batch to batch
+    assert all(math.isfinite(trainer.train_step()) for _ in range(3))
+    mixed = Trainer(tiny_config("attention"), RunDir(tmp_path / "mixed"))
+    assert not mixed.stream.by_length  # the default: lengths mixed in every batch
