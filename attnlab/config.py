@@ -69,6 +69,8 @@ class DataConfig:
     wave: float = 1.0  # max amplitude of a smooth vertical wave along the strip (elastic), px
     resample: list[float] = field(default_factory=lambda: [0.5, 1.0])  # down, then back up
     shading: float = 0.15  # max darkening of the paper across the strip (a linear ramp)
+    jpeg: float = 0.0  # share of those strips JPEG-compressed (block DCT, standard table)
+    jpeg_quality: list[float] = field(default_factory=lambda: [15.0, 75.0])  # JPEG quality
     val_per_length: int = 200  # strips per seen length in the fixed validation sets
     eval_seed: int = 20_240_808  # fixed evaluation sets derive their seeds from this
 
@@ -294,11 +296,15 @@ def check_data(d: Any) -> None:
     _check_pairs(d, "data", ["ink_level"], low=-0.9)
     _require(d.ink_level[1] <= 0.9, "data.ink_level", list(d.ink_level), "must be in [-0.9, 0.9]")
     _check_pairs(d, "data", ["resample"], low=0.1)
+    _check_pairs(d, "data", ["jpeg_quality"], low=1.0)
+    _require(
+        d.jpeg_quality[1] <= 100, "data.jpeg_quality", list(d.jpeg_quality), "must be in [1, 100]"
+    )
     _require(d.resample[1] <= 1.0, "data.resample", list(d.resample), "must be factors <= 1")
     for key, high in (
         ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
         ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0), ("augmented", 1.0),
-        ("elastic", 4.0),
+        ("elastic", 4.0), ("jpeg", 1.0),
     ):  # fmt: skip
         value = getattr(d, key)
         _require(

@@ -236,6 +236,43 @@ def test_elastic_warps_bend_the_glyph_variants_and_spans_stay_on_the_ink():
         assert not (ink & ~covered).any(), "no ink outside the glyph spans"
 
 
+def test_jpeg_is_what_pillows_encoder_leaves_and_a_share_of_training_strips_get_it():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from attnlab.data.augment import jpeg
+
+    strips = sample(DataConfig(), [6, 3, 8], seed=2).images
+    for q in (15, 30, 85):
+        ours = jpeg(strips, torch.full((3,), q))
+        for i in range(3):
+            buf = io.BytesIO()
+            Image.fromarray((strips[i].numpy() * 255).round().astype("uint8")).save(
+                buf, "JPEG", quality=q
+            )
+            pil = torch.from_numpy(np.asarray(Image.open(buf)).astype("float32") / 255)
+            # Within rounding of Pillow's (libjpeg's integer DCT); at low quality that is far
+            # closer than the original is.
+            off, loss = (ours[i] - pil).abs().mean(), (strips[i] - pil).abs().mean()
+            assert float(off) < 0.006 and (q > 30 or float(off) < 0.3 * float(loss))
+    # In the stream: the share asked for, deterministic per seed, spans still on the ink.
+    on = clean_data(jpeg=1.0, jpeg_quality=[15.0, 15.0])
+    a, b = sample(on, [6, 3, 8], seed=1, augment=True), sample(on, [6, 3, 8], seed=1, augment=True)
+    plain = sample(CLEAN, [6, 3, 8], seed=1, augment=True)
+    assert torch.equal(a.images, b.images) and torch.equal(a.spans, plain.spans)
+    assert all(not torch.equal(a.images[i], plain.images[i]) for i in range(3))
+    assert not torch.equal(sample(on, [6, 3, 8], seed=1).images, a.images)  # fixed sets: none
+    for i, label in enumerate(a.labels):
+        ink = (a.images[i] < 0.5).any(0)
+        near = torch.zeros_like(ink)
+        for start, end in a.spans[i, : len(label)].tolist():
+            assert ink[start:end].any(), "every glyph span holds ink"
+            near[max(0, start - 1) : end + 1] = True
+        assert not (ink & ~near).any(), "no ink more than a pixel outside the glyph spans"
+
+
 def test_dilation_and_ink_levels_thicken_or_thin_the_strokes():
     def ink(cfg) -> float:
         gen = torch.Generator().manual_seed(0)
@@ -329,3 +366,20 @@ def test_footless_ones_keep_their_stem_and_lose_only_the_foot():
     changed = (bank.columns[:, :, 1] != none.columns[:, :, 1]).flatten(1).any(1)
     assert 0 < int(changed.sum()) < len(changed)
     assert torch.equal(bank.columns[:, :, 0], none.columns[:, :, 0])  # other digits as before
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("jpeg", 1.5),
+        ("jpeg_quality", [10.0, 120.0]),
+        ("jpeg_quality", [0.0, 50.0]),
+        ("elastic", -1.0),
+    ],
+)
+def test_out_of_range_jpeg_and_elastic_settings_name_the_key(key, value):
+    from attnlab.config import check_data
+    from attnlab.errors import UserError
+
+    with pytest.raises(UserError, match=f"data.{key}"):
+        check_data(DataConfig(**{key: value}))

@@ -84,3 +84,42 @@ def shading(widths: torch.Tensor, canvas_w: int, amount: float, gen: torch.Gener
     ramp = (torch.arange(canvas_w)[None] / widths[:, None].clamp(min=1)).clamp(max=1.0)
     ramp = torch.where(flip[:, None], 1.0 - ramp, ramp)
     return 1.0 - a[:, None] * ramp
+
+
+# JPEG's standard luminance quantisation table (ITU-T T.81, Annex K), quality 50.
+_JPEG_LUMA = torch.tensor([
+    16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
+    14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
+    18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
+    49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99,
+], dtype=torch.float32).view(8, 8)  # fmt: skip
+
+
+def _dct_matrix() -> torch.Tensor:
+    """The orthonormal 8-point DCT-II: coefficients = D @ block @ D.T."""
+    k, n = torch.arange(8.0)[:, None], torch.arange(8.0)[None, :]
+    d = torch.cos(math.pi * (2 * n + 1) * k / 16) * math.sqrt(2 / 8)
+    d[0] /= math.sqrt(2)
+    return d
+
+
+def jpeg(pixels: torch.Tensor, quality: torch.Tensor) -> torch.Tensor:
+    """Grey strips (N, H, W) in [0, 1] as a JPEG encoder at ``quality`` (N,) in 1..100 would
+    leave them: 8 x 8 block DCT, coefficients quantised with the standard luminance table at
+    that quality (the IJG scaling), and back. That is all of JPEG's loss for a grey image
+    (the entropy coding is lossless): block edges, ringing around strokes, flattened
+    texture. Pixels are rounded to 8 bits, as a decoder returns them."""
+    n, h, w = pixels.shape
+    ph, pw = -h % 8, -w % 8
+    x = F.pad(pixels[:, None], (0, pw, 0, ph), mode="replicate")[:, 0] * 255 - 128
+    hb, wb = x.shape[1] // 8, x.shape[2] // 8
+    blocks = x.view(n, hb, 8, wb, 8).transpose(2, 3)  # (N, hb, wb, 8, 8)
+    d = _dct_matrix()
+    q = quality.float().clamp(1, 100)
+    scale = torch.where(q < 50, 5000 / q, 200 - 2 * q)  # IJG: percent of the base table
+    table = ((_JPEG_LUMA * scale[:, None, None] + 50) / 100).floor().clamp(1, 255)
+    table = table[:, None, None]  # (N, 1, 1, 8, 8)
+    coeffs = d @ blocks @ d.T
+    blocks = d.T @ (torch.round(coeffs / table) * table) @ d
+    x = blocks.transpose(2, 3).reshape(n, hb * 8, wb * 8)[:, :h, :w]
+    return torch.round((x + 128).clamp(0, 255)) / 255

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.config import DataConfig
-from attnlab.data.augment import shading, vary_strips
+from attnlab.data.augment import jpeg, shading, vary_strips
 from attnlab.data.glyphs import DIGITS, glyph_bank
 from attnlab.data.ranges import randint, uniform
 from attnlab.errors import UserError
@@ -113,7 +113,7 @@ class StripSynth:
     ) -> StripBatch:
         """(B, L) digit ids (-1 = none) -> strips. Every random draw is batched.
 
-        ``augment``: also the whole-strip variation (``vary_strips``, paper shading), which
+        ``augment``: also the whole-strip variation (``vary_strips``, paper shading, JPEG), which
         the training stream gets and fixed sets (validation, test, probes, exports) do not.
         """
         d = self.data
@@ -169,6 +169,13 @@ class StripSynth:
             noise = (noise_sd * windows[pick]).view(b, canvas_w, h).transpose(1, 2)
             pixels = pixels + noise
         pixels.clamp_(0.0, 1.0)
+        if augment and d.jpeg > 0:  # drawn only when on: the stream is unchanged otherwise
+            squeezed = torch.rand(b, generator=gen) < d.jpeg
+            quality = uniform(d.jpeg_quality, b, gen)
+            if varied is not None:
+                squeezed &= varied
+            if bool(squeezed.any()):
+                pixels[squeezed] = jpeg(pixels[squeezed], quality[squeezed])
         outside = torch.arange(canvas_w) >= strip_w[:, None]  # (B, W + Wg)
         pixels.masked_fill_(outside[:, None, :], 1.0)
         images = pixels[:, :, :wmax].contiguous()  # (B, H, W)
