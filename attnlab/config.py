@@ -24,7 +24,7 @@ class DataConfig:
     # true: every training batch holds strips of one seen length, drawn in proportion to its
     # tokens (digits + EOS), the expected gradient of mixed batches; no padding, so 1.2x (2
     # threads) to 1.8x (1 thread) the strips/s. Opt-in: the attention reader reads as well
-    # for the same training time, the fixed-context reader 4-7 points worse (closing note,
+    # for the same training time, the fixed-context reader ~4 points worse (closing note,
     # #11). false: lengths drawn uniformly for each strip of a batch.
     batch_by_length: bool = False
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
