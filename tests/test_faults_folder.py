@@ -348,9 +348,32 @@ def ink_box(x: torch.Tensor) -> tuple[int, int, int, int]:
     return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
 
 
+def test_the_ink_height_the_crop_measures_is_the_same_in_short_and_long_generator_strips():
+    # Each glyph's vertical jitter widens a long strip's outermost ink rows; the rows of the
+    # middle of its ink stay put, so reading does not shrink long strips (it did, by ~15%).
+    from attnlab.config import DataConfig
+    from attnlab.data.folder import INK_CENTRE, INK_HEIGHT, ink_of, ink_rows
+    from attnlab.data.strips import StripSynth
+
+    synth = StripSynth(DataConfig())
+
+    def box(length: int) -> tuple[float, float]:
+        batch = synth.sample(torch.full((96,), length), torch.Generator().manual_seed(length))
+        strips = zip(batch.images, batch.widths.tolist(), strict=True)
+        rows = [ink_rows(ink_of(im[:, :w].numpy())) for im, w in strips]
+        return (
+            float(np.mean([(b - t) / 32 for t, b in rows])),
+            float(np.mean([(t + b) / 2 / 32 for t, b in rows])),
+        )
+
+    (h1, c1), (h8, c8) = box(1), box(8)
+    assert abs(h1 - h8) < 0.03, (h1, h8)
+    assert abs((h1 + h8) / 2 - INK_HEIGHT) < 0.03 and abs((c1 + c8) / 2 - INK_CENTRE) < 0.03
+
+
 @pytest.mark.parametrize("border", [0, 40])
 def test_crop_places_the_ink_where_the_generator_does_whatever_the_margins(ref8, tmp_path, border):
-    from attnlab.data.folder import INK_CENTRE, INK_HEIGHT
+    from attnlab.data.folder import INK_CENTRE, INK_HEIGHT, ink_rows
 
     framed = np.full((ref8.shape[0] + 3 * border, ref8.shape[1] + 2 * border), 255, np.uint8)
     h, w = ref8.shape
@@ -361,7 +384,8 @@ def test_crop_places_the_ink_where_the_generator_does_whatever_the_margins(ref8,
     Image.fromarray(tight).save(tmp_path / "tight.png")
     for name in ("framed.png", "tight.png"):
         x = load_image(tmp_path / name, 32, crop=True)
-        t, b, lft, r = ink_box(x)
+        _, _, lft, r = ink_box(x)
+        t, b = ink_rows((x < 0.5).numpy())
         assert abs((b - t) / 32 - INK_HEIGHT) < 0.08, (name, t, b)
         assert abs((t + b) / 2 / 32 - INK_CENTRE) < 0.08, (name, t, b)
         assert 3 <= lft <= 10 and 3 <= x.shape[1] - r <= 10, (name, lft, x.shape[1] - r)
