@@ -29,9 +29,9 @@ from attnlab.runtime import resolve_device
 # Format 3: the config has the column convolutions and the glyph stretch and training
 # augmentation. Format 4: it has the footless ones. Format 5: the share of training strips
 # augmented (every one before). Format 6: training batches of one length (lengths were
-# mixed in every batch before), elastic glyph warps and JPEG. A file of an older format lacks the
-# keys added since and was trained without them, so they read as LEGACY says (format -> the
-# keys it added, with the values it was trained with), not as today's defaults.
+# mixed in every batch before), elastic glyph warps and JPEG. A file of an older format
+# lacks the keys added since and was trained without them, so they read as LEGACY says
+# (format -> the keys it added, with the values it was trained with), not as today's defaults.
 FORMAT = 6
 READABLE = (1, 2, 3, 4, 5, 6)
 LEGACY: dict[int, dict[str, dict[str, Any]]] = {

@@ -264,6 +264,14 @@ def test_jpeg_is_what_pillows_encoder_leaves_and_a_share_of_training_strips_get_
     assert torch.equal(a.images, b.images) and torch.equal(a.spans, plain.spans)
     assert all(not torch.equal(a.images[i], plain.images[i]) for i in range(3))
     assert not torch.equal(sample(on, [6, 3, 8], seed=1).images, a.images)  # fixed sets: none
+    # A share: about that many strips change, the same ones for the same seed.
+    half = clean_data(jpeg=0.5, jpeg_quality=[15.0, 15.0])
+    plain64 = sample(CLEAN, [5] * 64, seed=3, augment=True).images
+    changed = [
+        (sample(half, [5] * 64, seed=3, augment=True).images != plain64).flatten(1).any(1)
+        for _ in range(2)
+    ]
+    assert torch.equal(changed[0], changed[1]) and 16 <= int(changed[0].sum()) <= 48
     for i, label in enumerate(a.labels):
         ink = (a.images[i] < 0.5).any(0)
         near = torch.zeros_like(ink)
