@@ -29,11 +29,12 @@ from attnlab.runtime import resolve_device
 # Format 3: the config has the column convolutions and the glyph stretch and training
 # augmentation. Format 4: it has the footless ones. Format 5: the share of training strips
 # augmented (every one before). Format 6: training batches of one length (lengths were
-# mixed in every batch before), elastic glyph warps and JPEG. A file of an older format
+# mixed in every batch before), elastic glyph warps and JPEG. Format 7: the step-wise
+# readers' auxiliary CTC loss (a key of their sections only). A file of an older format
 # lacks the keys added since and was trained without them, so they read as LEGACY says
 # (format -> the keys it added, with the values it was trained with), not as today's defaults.
-FORMAT = 6
-READABLE = (1, 2, 3, 4, 5, 6)
+FORMAT = 7
+READABLE = (1, 2, 3, 4, 5, 6, 7)
 LEGACY: dict[int, dict[str, dict[str, Any]]] = {
     3: {
         "model": {"column_convs": []},
@@ -46,6 +47,7 @@ LEGACY: dict[int, dict[str, dict[str, Any]]] = {
     4: {"data": {"footless_ones": 0.0}},
     5: {"data": {"augmented": 1.0}},
     6: {"data": {"batch_by_length": False, "elastic": 0.0, "jpeg": 0.0}},
+    7: {"model": {"ctc_aux": 0.0}},
 }  # fmt: skip
 
 
@@ -96,7 +98,8 @@ def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     if ckpt.get("format") == 1:  # one flat model section: keep this reader's fields
         model = {k: v for k, v in model.items() if k in schema.model}
     written = int(ckpt.get("format", FORMAT))  # keys added since: the values it trained with
-    model = {**legacy("model", written), **model}
+    added = {k: v for k, v in legacy("model", written).items() if k in schema.model}
+    model = {**added, **model}  # a key another kind of reader has is not this one's
     saved["data"] = {**legacy("data", written), **dict(saved.get("data") or {})}
     try:
         return OmegaConf.merge(schema, {**saved, "model": model})  # type: ignore[return-value]

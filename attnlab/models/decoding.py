@@ -15,6 +15,8 @@ from torch import nn
 
 from attnlab import tokens
 from attnlab.config import ModelConfig
+from attnlab.errors import UserError
+from attnlab.models import ctc_loss
 from attnlab.models.base import Decoded, Reader
 
 
@@ -24,6 +26,11 @@ class StepwiseConfig(ModelConfig):
 
     dec_hidden: int = 128
     embed: int = 32
+    # Weight of an auxiliary CTC loss on the encoder's column states during training (joint
+    # CTC-attention, Kim et al., 2017): a digit-or-blank classifier on every column teaches
+    # the shared encoder column features that name the glyph under them. Reading never uses
+    # it. 0 = off.
+    ctc_aux: float = 0.0
 
 
 @dataclass
@@ -52,12 +59,25 @@ class Memory:
 class StepwiseReader(Reader):
     """Encoder + a decoder that reads one token per step (embedding, init, output layer)."""
 
-    def __init__(self, cfg: StepwiseConfig, height: int, recurrent: bool = True):
+    def __init__(
+        self,
+        cfg: StepwiseConfig,
+        height: int,
+        recurrent: bool = True,
+        memory_size: int | None = None,
+    ):
+        """``memory_size``: the size of ``Memory.states`` when ``encode`` returns other states
+        than the encoder's (the auxiliary CTC classifier reads them); default its own."""
         super().__init__(cfg, height, recurrent)
         self.embed = nn.Embedding(tokens.VOCAB, cfg.embed)
         state = self.encoder.state_size
         self.init = nn.Linear(state, cfg.dec_hidden)
         self.out = nn.Linear(cfg.dec_hidden + state + cfg.embed, tokens.VOCAB)
+        if cfg.ctc_aux < 0:
+            raise UserError(f"model.ctc_aux must be >= 0 (a loss weight), got {cfg.ctc_aux}")
+        self.ctc_aux = float(cfg.ctc_aux)
+        columns = memory_size or state
+        self.ctc_head = nn.Linear(columns, ctc_loss.CLASSES) if self.ctc_aux > 0 else None
 
     def encode(self, images: torch.Tensor, widths: torch.Tensor) -> Memory:
         states, lengths, summary = self.encoder(images, widths)
@@ -89,14 +109,22 @@ class StepwiseReader(Reader):
         return self.teacher_forcing(self.encode(images, widths), inputs)
 
     def loss(self, images, widths, labels):
-        """Cross-entropy of every target token ``[d1..dL, EOS]`` given ``[BOS, d1..dL]``."""
+        """Cross-entropy of every target token ``[d1..dL, EOS]`` given ``[BOS, d1..dL]``,
+        plus ``ctc_aux`` x the CTC loss of the labels on the column states (when on)."""
         inputs, targets = tokens.encode(labels)
-        logits, _ = self(images, widths, inputs.to(images.device))
-        return nn.functional.cross_entropy(
+        memory = self.encode(images, widths)
+        logits, _ = self.teacher_forcing(memory, inputs.to(images.device))
+        loss = nn.functional.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]),
             targets.to(images.device).reshape(-1),
             ignore_index=tokens.PAD,
         )
+        if self.ctc_head is None:
+            return loss
+        logp = torch.log_softmax(self.ctc_head(memory.states).float(), -1)  # (B, T, CLASSES)
+        # A strip too narrow for its label's CTC path (rare at the default strides) adds 0.
+        aux = ctc_loss.ctc_nll(logp, memory.lengths, labels, zero_infinity=True)
+        return loss + self.ctc_aux * aux
 
     @torch.no_grad()
     def read(self, images, widths, beam=1, lengths=None):

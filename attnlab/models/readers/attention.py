@@ -17,6 +17,7 @@ from attnlab.models.scoring import Attention, Scorer
 
 @dataclass
 class AttentionConfig(StepwiseConfig):
+    ctc_aux: float = 1.0  # the lab's two readers train with the auxiliary CTC loss
     attn_dim: int = 64
     scorer: Scorer = Scorer.additive
 

@@ -33,30 +33,15 @@ from torch import nn
 from attnlab.config import ModelConfig
 from attnlab.errors import UserError
 from attnlab.models.base import Decoded, Reader
+from attnlab.models.ctc_loss import BLANK, CLASSES, columns_needed, ctc_nll, label_targets
 from attnlab.models.registry import register
 
-BLANK = 10  # class of the CTC blank; class d < 10 is digit d
-CLASSES = 11
 NEG = float("-inf")
 
 
 @dataclass
 class CTCConfig(ModelConfig):
     pass
-
-
-def label_targets(labels: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Labels -> digit classes (B, Lmax) padded with 0, and lengths (B,)."""
-    lengths = torch.tensor([len(s) for s in labels], dtype=torch.long)
-    targets = torch.zeros(len(labels), max(1, max(map(len, labels), default=0)), dtype=torch.long)
-    for i, s in enumerate(labels):
-        targets[i, : len(s)] = torch.tensor([int(c) for c in s], dtype=torch.long)
-    return targets.to(device), lengths.to(device)
-
-
-def columns_needed(label: str) -> int:
-    """Columns a CTC path for ``label`` needs: one per digit, one blank per repeat."""
-    return len(label) + sum(a == b for a, b in zip(label, label[1:], strict=False))
 
 
 def _real(cols: torch.Tensor, t: int) -> torch.Tensor:
@@ -349,17 +334,7 @@ class CTCReader(Reader):
                     "(one per digit, one blank between repeats); use a smaller model.stride"
                 )
         logp, cols_t = self.log_probs(images, widths)
-        targets, tlen = label_targets(labels, images.device)
-        nll = F.ctc_loss(
-            logp.transpose(0, 1),
-            targets,
-            cols_t,
-            tlen,
-            blank=BLANK,
-            reduction="sum",
-            zero_infinity=False,
-        )
-        return nll / tlen.sum().clamp(min=1)
+        return ctc_nll(logp, cols_t, labels)
 
     @torch.no_grad()
     def read(self, images, widths, beam=1, lengths=None):

@@ -17,7 +17,7 @@ from attnlab.models.registry import register
 
 @dataclass
 class FixedConfig(StepwiseConfig):
-    pass
+    ctc_aux: float = 1.0  # as the attention reader's: same encoder, same training signal
 
 
 @register("fixed", FixedConfig, "fixed-context reader: one summary of the strip for every step")

@@ -102,7 +102,7 @@ class TransformerReader(StepwiseReader):
     def __init__(self, cfg: TransformerConfig, height: int):
         check_config(cfg)
         transformer_columns = Columns(cfg.encoder) is Columns.transformer
-        super().__init__(cfg, height, recurrent=not transformer_columns)
+        super().__init__(cfg, height, recurrent=not transformer_columns, memory_size=cfg.dec_hidden)
         d = cfg.dec_hidden
         del self.init  # a transformer decoder starts from BOS alone, not from a summary
         self.out = nn.Linear(d, tokens.VOCAB)  # after the decoder's final LayerNorm
