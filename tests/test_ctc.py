@@ -1,6 +1,6 @@
 """What is special about the CTC reader: collapsing paths, prefix beam search, the oracle-
-length DP, the forced alignment, the refusal of labels too long for their strip, and the
-weights it draws from a path. Hand-made posteriors, checked against brute force."""
+length DP, the forced alignment, the refusal of labels too long for their strip, its loss
+and the weights it draws from a path. Hand-made posteriors, checked against brute force."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 from readers_util import strips, tiny_reader
 
 from attnlab.errors import UserError
+from attnlab.models.ctc_loss import ctc_nll
 from attnlab.models.readers.ctc import (
     BLANK,
     CLASSES,
@@ -49,6 +50,15 @@ def brute_force(logp: torch.Tensor, cols: int) -> dict[str, list[float]]:
             prev = c
         out.setdefault(text, []).append(sum(table[i][c] for i, c in enumerate(path)))
     return out
+
+
+def test_the_loss_is_minus_log_the_probability_of_every_path_to_the_label_per_digit():
+    torch.manual_seed(0)
+    logp = torch.log_softmax(torch.randn(2, 3, CLASSES), -1)
+    cols = torch.tensor([3, 2])  # the second strip's third column is padding
+    paths = [brute_force(logp[0], 3)["12"], brute_force(logp[1], 2)["7"]]
+    want = -sum(math.log(sum(math.exp(x) for x in p)) for p in paths) / 3  # 3 label digits
+    assert math.isclose(float(ctc_nll(logp, cols, ["12", "7"])), want, rel_tol=1e-5)
 
 
 @pytest.fixture(scope="module")
