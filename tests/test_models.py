@@ -101,7 +101,8 @@ def test_both_readers_share_the_encoder_and_have_comparable_sizes():
 @pytest.mark.parametrize(
     ("kind", "ctc_aux", "steps"),
     # With the auxiliary CTC loss a reader this small takes longer to start (CTC's early
-    # all-blank plateau); at the default sizes it does not (README).
+    # all-blank plateau); at the default sizes it does not (step 500 validates at 78% with
+    # it, 71% without).
     [("fixed", 0.0, 150), ("attention", 0.0, 150), ("attention", 1.0, 400)],
 )
 def test_a_tiny_reader_learns_a_tiny_task(kind, ctc_aux, steps):
