@@ -36,6 +36,25 @@ def test_a_strip_reads_the_same_alone_and_inside_a_padded_batch(name):
 
 
 @pytest.mark.parametrize("name", READERS)
+def test_teacher_forcing_gives_a_strip_the_same_probabilities_alone_and_in_a_mixed_batch(name):
+    """Training and the probes read given texts (teacher forcing); the step-wise readers run
+    only the rows still reading at each step (packed): a strip's digit probabilities must
+    not depend on the lengths of the others or on their order in the batch."""
+    s = strips([2, 9, 1, 6, 4], seed=3)  # not sorted by length
+    m = tiny_reader(name)
+    with torch.no_grad():
+        try:
+            batch = m.digit_probs(s.images, s.widths, s.labels)
+        except NotImplementedError:
+            pytest.skip(f"{name} cannot give digit probabilities")
+        for i, label in enumerate(s.labels):
+            one = s.select([i])
+            alone = m.digit_probs(one.images, one.widths, [label])
+            assert torch.allclose(batch[i, : len(label) + 1], alone[0], atol=1e-5)
+            assert bool((batch[i, len(label) + 1 :] == 0).all())
+
+
+@pytest.mark.parametrize("name", READERS)
 def test_beam_of_width_one_is_greedy_and_wider_beams_never_score_lower(name):
     s = strips([3, 6, 2, 8], seed=2)
     m = tiny_reader(name, seed=1)

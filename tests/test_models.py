@@ -49,7 +49,8 @@ def test_attention_weights_shape_rows_and_padding(scorer):
     b, t = memory.mask.shape
     assert logits.shape == (3, inputs.shape[1], tokens.VOCAB)
     assert weights.shape == (3, inputs.shape[1], t)  # (B, steps, columns)
-    assert torch.allclose(weights.sum(-1), torch.ones(3, inputs.shape[1]), atol=1e-5)
+    real = (inputs != tokens.PAD).float()  # steps past a reading are not run (packed): 0
+    assert torch.allclose(weights.sum(-1), real, atol=1e-5)
     assert torch.all(weights.permute(0, 2, 1)[~memory.mask] == 0)
     # Columns: ceil(width / stride) per strip.
     assert memory.mask.sum(1).tolist() == [(int(w) + 1) // 2 for w in s.widths]  # stride 2
@@ -189,3 +190,32 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):
         checkpoint.restore_reader(checkpoint.load(path), path)
+
+
+@pytest.mark.parametrize("kind", ["attention", "location", "window"])
+def test_packed_training_loss_and_gradients_are_the_tokens_of_each_strip_alone(kind):
+    """The encoder's column layers and the decoder's teacher-forced steps skip padding
+    (packed): a mixed batch's loss is the token-weighted mean of its strips' own losses, and
+    so is its gradient, as if nothing had been padded."""
+    m = reader(kind, ctc_aux=0.0)
+    s = strips([3, 8, 1, 5], seed=4)
+    m.zero_grad()
+    m.loss(s.images, s.widths, s.labels).backward()
+    batch = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+    m.zero_grad()
+    total = sum(len(t) + 1 for t in s.labels)  # tokens: digits + EOS
+    for i, label in enumerate(s.labels):
+        one = s.select([i])
+        ((len(label) + 1) / total * m.loss(one.images, one.widths, [label])).backward()
+    for name, grad in batch.items():
+        assert torch.allclose(grad, m.get_parameter(name).grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_padded_columns_are_zero_before_the_recurrence():
+    m = reader("attention")
+    s = strips([1, 9, 4])
+    with torch.no_grad():
+        feats, lengths = m.encoder.features(s.images, s.widths)
+    pad = torch.arange(feats.shape[1])[None, :] >= lengths[:, None]
+    assert bool(pad.any()) and bool((feats[pad] == 0).all())
+    assert bool((feats[~pad].abs().sum(-1) > 0).all())

@@ -46,14 +46,18 @@ class Memory:
     def lengths(self) -> torch.Tensor:
         return self.mask.sum(1)
 
-    def repeat(self, k: int) -> Memory:
-        """Each row repeated k times (beam search): (B, ...) -> (B*k, ...)."""
+    def rows(self, fn) -> Memory:
+        """The same memory with ``fn`` applied to every tensor field's rows (dim 0)."""
         return type(self)(
             **{
-                f.name: None if (x := getattr(self, f.name)) is None else x.repeat_interleave(k, 0)
+                f.name: None if (x := getattr(self, f.name)) is None else fn(x)
                 for f in fields(self)
             }
         )
+
+    def repeat(self, k: int) -> Memory:
+        """Each row repeated k times (beam search): (B, ...) -> (B*k, ...)."""
+        return self.rows(lambda x: x.repeat_interleave(k, 0))
 
 
 class StepwiseReader(Reader):
@@ -94,15 +98,34 @@ class StepwiseReader(Reader):
         raise NotImplementedError
 
     def teacher_forcing(self, memory: Memory, inputs: torch.Tensor):
-        """inputs (B, S) -> logits (B, S, V) and weights (B, S, T) or None. Readers whose
-        steps do not depend on each other's outputs may override this with one call."""
+        """inputs (B, S) -> logits (B, S, V) and weights (B, S, T) or None; 0 where the input
+        is PAD. Readers whose steps do not depend on each other's outputs may override this
+        with one call.
+
+        Steps run on the rows still reading (packed, as the encoder's GRU is): rows sorted
+        longest first, step t computes only the rows whose input t is a token, so a batch
+        of mixed lengths costs its tokens, not its longest reading times its size.
+        """
+        b, s = inputs.shape
+        real = inputs != tokens.PAD  # (B, S): a prefix of each row
+        order = torch.argsort(real.sum(1), descending=True, stable=True)
+        active = real.sum(0).tolist()  # rows reading at each step, longest first
+        memory, inputs = memory.rows(lambda x: x[order]), inputs[order]
         state = self.init_state(memory)
         logits, weights = [], []
-        for t in range(inputs.shape[1]):
-            step_logits, state, w = self.step(memory, state, inputs[:, t])
-            logits.append(step_logits)
-            weights.append(w)
-        return torch.stack(logits, 1), None if weights[0] is None else torch.stack(weights, 1)
+        for t in range(s):
+            n = active[t]
+            if n == 0:
+                break
+            state = state[:n]
+            step_logits, state, w = self.step(
+                memory.rows(lambda x, n=n: x[:n]), state, inputs[:n, t]
+            )
+            logits.append(nn.functional.pad(step_logits, (0, 0, 0, b - n)))
+            weights.append(None if w is None else nn.functional.pad(w, (0, 0, 0, b - n)))
+        back = torch.argsort(order)
+        out = _steps(logits, s)[back]
+        return out, None if weights[0] is None else _steps(weights, s)[back]
 
     def forward(self, images, widths, inputs):
         """Teacher forcing from pixels: inputs (B, S) -> logits (B, S, V), weights or None."""
@@ -141,6 +164,12 @@ class StepwiseReader(Reader):
         logits, _ = self(images, widths, inputs)
         p = torch.softmax(logits.float(), -1).gather(-1, targets[..., None])[..., 0]
         return p * (targets != tokens.PAD)
+
+
+def _steps(per_step: list[torch.Tensor], s: int) -> torch.Tensor:
+    """Step outputs, each (B, X), stacked to (B, S, X); 0 for the steps after the last."""
+    out = torch.stack(per_step, 1)
+    return nn.functional.pad(out, (0, 0, 0, s - out.shape[1]))
 
 
 def gru_step(cell: nn.GRUCell, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:

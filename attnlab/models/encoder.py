@@ -119,7 +119,12 @@ class ColumnEncoder(nn.Module):
         else:  # stack `stride` neighbouring columns: (B, C, H, T*s) -> (B, T, C*H*s)
             c = x.shape[1] * x.shape[2]
             feats = x.reshape(b, c, t, self.stride).permute(0, 2, 1, 3).reshape(b, t, -1)
-        return self.norm(torch.relu(self.proj(feats))), lengths  # (B, T, 2H), (B,)
+        # The per-column layers run on real columns only (packed); padded ones are 0.
+        real = torch.arange(t, device=feats.device)[None, :] < lengths[:, None]  # (B, T)
+        y = self.norm(torch.relu(self.proj(feats[real])))  # (real columns, 2H)
+        out = y.new_zeros(b, t, y.shape[-1])
+        out[real] = y
+        return out, lengths  # (B, T, 2H), (B,)
 
     def forward(self, images: torch.Tensor, widths: torch.Tensor):
         """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
