@@ -22,10 +22,10 @@ class DataConfig:
     train_lengths: list[int] = field(default_factory=lambda: [1, 8])
     train_length_set: list[int] | None = None
     # true: every training batch holds strips of one seen length, drawn in proportion to its
-    # tokens (digits + EOS), the expected gradient of mixed batches; no padding, so 1.2x (2
-    # threads) to 1.8x (1 thread) the strips/s. Opt-in: for the same training time the
-    # attention reader reads 0-1.3 points worse, the fixed-context reader ~4 (closing note,
-    # #11). false: lengths drawn uniformly for each strip of a batch.
+    # tokens (digits + EOS), the expected gradient of mixed batches; no padding at all, so
+    # 1.1x (2 threads) to 1.2x (1 thread) the strips/s of packed mixed batches. Opt-in: for
+    # the same training time the attention reader reads 0-1.3 points worse, the fixed-context
+    # reader ~4 (closing note, #11). false: lengths drawn uniformly for each strip of a batch.
     batch_by_length: bool = False
     # Fonts shipped in Python packages: "bundled" = Pillow's font + matplotlib's TrueType
     # fonts, "reportlab" = ReportLab's Arial, Times New Roman and Courier, and the font
