@@ -87,7 +87,7 @@ class ColumnEncoder(nn.Module):
 
         Returns the column features (B, T, 2H) before any recurrence (stem, column layer and
         norm; what a reader with its own column encoder starts from) and lengths (B,) in
-        columns. Features of padded columns depend on nothing past the strip's width.
+        columns. Features of padded columns are 0 (the per-column layers skip them).
         """
         b, _, w = images.shape
         lengths = self.column_lengths(widths)  # (B,)
