@@ -238,6 +238,13 @@ def _report_sweeps(args: list[str], started: float) -> None:
             typer.echo(f"  FAILED {job}: {reason}\n    logs: {', '.join(logs) or job}")
         bad = bad or bool(failed)
         if done:
+            from attnlab.report import discover_runs
+            from attnlab.report.variants import summary_lines
+
+            lines = summary_lines(discover_runs([sweep]))
+            typer.echo("variants (each its own line in the report):")
+            for line in lines:
+                typer.echo(line)
             typer.echo(f"next: attnlab report {sweep}")
     if bad:
         raise typer.Exit(1)
@@ -326,6 +333,12 @@ def report(
         None, help="Runs or sweep folders (default: outputs/ and multirun/)."
     ),
     out: Path = typer.Option(Path("report"), "--out", help="Where to write the report."),
+    compare: tuple[str, str] | None = typer.Option(
+        None,
+        "--compare",
+        help="Compare two variants A B (labels as in summary.md, or a reader with one "
+        "variant): paired differences A - B. Default: every reader against the baseline.",
+    ),
 ) -> None:
     """Tables, plots and an HTML page from runs on disk."""
     from attnlab.report import ReportError, build_report
@@ -337,7 +350,8 @@ def report(
     if out.exists() and not out.is_dir():
         fail(f"--out {out}: exists and is not a folder")
     try:
-        index = build_report(list(paths), out)
+        chosen = None if not compare or None in compare else (compare[0], compare[1])
+        index = build_report(list(paths), out, chosen)
     except (ReportError, UserError) as err:
         fail(str(err))
     typer.echo(f"report written: {index}")

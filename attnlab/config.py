@@ -121,6 +121,22 @@ class TrainConfig:
     compile: bool = False
     bf16: bool = True  # autocast to bf16 on CUDA
     progress: str = "auto"  # auto | rich | plain
+    # What the task returns to a Hydra sweeper (Optuna, Nevergrad, Ax): one of OBJECTIVES,
+    # e.g. val_exact (maximize). None: the task returns its metrics as a dict, as always.
+    objective: str | None = None
+
+
+# train.objective -> (direction to give the sweeper, where it is measured). "validation":
+# the best checkpoint's validation sets (attnlab train and sweep jobs); "evaluation": the
+# test sets of the job's evaluation (attnlab sweep lengths only: it evaluates).
+OBJECTIVES = {
+    "val_exact": ("maximize", "validation"),
+    "val_cer": ("minimize", "validation"),
+    "seen_exact": ("maximize", "evaluation"),
+    "unseen_exact": ("maximize", "evaluation"),
+    "seen_cer": ("minimize", "evaluation"),
+    "unseen_cer": ("minimize", "evaluation"),
+}
 
 
 @dataclass
@@ -381,6 +397,11 @@ def check_experiment(cfg: Any) -> None:
         t.progress,
         "must be auto, rich or plain",
     )
+    if t.objective is not None:
+        _require(
+            t.objective in OBJECTIVES, "train.objective", t.objective,
+            f"must be one of {', '.join(OBJECTIVES)} (or null: return the metrics)",
+        )  # fmt: skip
     check_eval(cfg.eval)
 
 

@@ -9,6 +9,7 @@ leaves no partial ``eval/<name>``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from attnlab.inference import read_strips
 from attnlab.io import atomic_dir, atomic_write, write_text
 from attnlab.models import registry
 from attnlab.records import confident_failures, readings_table, records_for
-from attnlab.rundir import EVAL, EvalDir, EvalMeta
+from attnlab.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta
 
 log = logging.getLogger(__name__)
 registry.discover()
@@ -170,9 +171,21 @@ def _write_evaluation(
                 "oracle_length": bool(cfg.oracle_length),
                 "ece_bins": cfg.ece_bins,
                 **({"crop": bool(cfg.crop)} if cfg.folder else {}),
+                # what the report checks before it pairs two evaluations strip by strip
+                STRIP_PRINTS: {str(n): strips_digest(strips) for n, (strips, _) in sets.items()},
             },
         )
     )
+
+
+def strips_digest(strips: StripBatch) -> str:
+    """A fingerprint of a set of strips: pixels, widths and labels (sha256, 16 hex digits).
+    Two evaluations with equal fingerprints at a length read the very same strips there."""
+    h = hashlib.sha256()
+    h.update(strips.images.contiguous().numpy().tobytes())
+    h.update(strips.widths.numpy().tobytes())
+    h.update("\n".join(strips.labels).encode())
+    return h.hexdigest()[:16]
 
 
 def _pace_lengths(seen: list[int], lengths: list[int]) -> list[int]:

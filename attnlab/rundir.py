@@ -12,6 +12,7 @@ Layout of a run directory::
     tb/  train.log  history.csv                 TensorBoard events, log, per-step history
     status.json                                 RunStatus + step + error
     metrics.json                                TrainMetrics, when training finished
+    objective.json                              train.objective's value, when one is asked
     eval/<name>/                                one EvalDir per evaluation
     .lock                                       held while a process trains or evaluates here
 """
@@ -38,6 +39,7 @@ LOG = "train.log"
 HISTORY = "history.csv"
 STATUS = "status.json"
 METRICS = "metrics.json"
+OBJECTIVE = "objective.json"  # {name, value, direction}: what a sweeper was returned
 EVAL = "eval"
 LOCK = ".lock"
 # eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
@@ -48,6 +50,7 @@ HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 TABLE_CSV = "metrics_by_length.csv"
 TABLE_MD = "metrics_by_length.md"
 READINGS = "readings.csv"
+STRIP_PRINTS = "strips"  # EvalMeta.extra key: length -> fingerprint of the strips read
 THRESHOLDS = "thresholds.csv"
 RELIABILITY = "reliability.png"
 STOPS = "stops.png"
@@ -93,7 +96,11 @@ class TrainMetrics:
 
 @dataclass
 class EvalMeta:
-    """eval.json: what an evaluation read, with which checkpoint; written last."""
+    """eval.json: what an evaluation read, with which checkpoint; written last.
+
+    ``extra[STRIP_PRINTS]`` maps each length to a fingerprint of the strips read there: two
+    evaluations are paired strip by strip only where these are equal (report.compare).
+    """
 
     name: str
     source: str  # synthetic | folder
@@ -180,6 +187,10 @@ class RunDir:
         return self.path / METRICS
 
     @property
+    def objective_file(self) -> Path:
+        return self.path / OBJECTIVE
+
+    @property
     def eval_root(self) -> Path:
         return self.path / EVAL
 
@@ -237,6 +248,9 @@ class RunDir:
     # -- metrics and history -------------------------------------------------------------------
     def write_metrics(self, metrics: TrainMetrics) -> None:
         write_json(self.metrics_file, asdict(metrics))
+
+    def write_objective(self, name: str, value: float, direction: str) -> None:
+        write_json(self.objective_file, {"name": name, "value": value, "direction": direction})
 
     def read_metrics(self) -> TrainMetrics:
         return _from_dict(TrainMetrics, _load_json(self.metrics_file), METRICS)

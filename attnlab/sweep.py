@@ -12,20 +12,45 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import pandas as pd
 from omegaconf import DictConfig
 
-from attnlab.errors import reports_user_errors
+from attnlab.config import OBJECTIVES
+from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluate import evaluate_run
-from attnlab.rundir import RunDir, RunFileError, RunStatus
-from attnlab.train import hydra_run_dir, train
+from attnlab.metrics import TOTAL
+from attnlab.rundir import EvalDir, RunDir, RunFileError, RunStatus
+from attnlab.train import hydra_run_dir, record_objective, train, validation_objective
 
 log = logging.getLogger("attnlab.sweep")
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="sweep")
 @reports_user_errors
-def main(cfg: DictConfig) -> dict[str, Any]:
-    return train_and_evaluate(cfg, hydra_run_dir())
+def main(cfg: DictConfig) -> dict[str, Any] | float:
+    """One sweep job; with ``train.objective``, the objective's value (a float) for a Hydra
+    sweeper instead of the metrics."""
+    run_dir = hydra_run_dir()
+    result = train_and_evaluate(cfg, run_dir)
+    name = cfg.train.get("objective")
+    if name is None:
+        return result
+    if OBJECTIVES[name][1] == "validation":
+        return record_objective(run_dir, name, validation_objective(name, result))
+    return record_objective(run_dir, name, evaluation_objective(name, Path(result["eval_dir"])))
+
+
+def evaluation_objective(name: str, eval_dir: Path) -> float:
+    """seen_exact, unseen_exact, seen_cer or unseen_cer: a split total of the evaluation."""
+    split, metric = name.split("_")
+    table = pd.read_csv(EvalDir(eval_dir).table_csv, dtype={"length": str, "split": str})
+    row = table[(table["length"] == TOTAL) & (table["split"] == split)]
+    if row.empty:
+        raise UserError(
+            f"train.objective={name}: the evaluation {eval_dir} read no {split} length "
+            "(see eval.lengths)"
+        )
+    return float(row.iloc[0]["exact_acc" if metric == "exact" else "cer"])
 
 
 def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:

@@ -21,7 +21,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab import checkpoint
-from attnlab.config import ExperimentConfig, check_experiment, lengths_label, seen_lengths
+from attnlab.config import (
+    OBJECTIVES,
+    ExperimentConfig,
+    check_experiment,
+    lengths_label,
+    seen_lengths,
+)
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.inference import read_strips
@@ -44,9 +50,31 @@ class NonFiniteLoss(UserError):
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
 @reports_user_errors
-def main(cfg: DictConfig) -> dict[str, Any]:
-    """``attnlab train``: one run in Hydra's output directory."""
-    return train(cfg, hydra_run_dir())
+def main(cfg: DictConfig) -> dict[str, Any] | float:
+    """``attnlab train``: one run in Hydra's output directory; with ``train.objective``, the
+    objective's value (a float, what Hydra's sweepers want) instead of the metrics."""
+    objective = cfg.train.get("objective")
+    if objective is not None and OBJECTIVES.get(objective, ("", ""))[1] == "evaluation":
+        raise UserError(
+            f"train.objective={objective} is measured by an evaluation: use it with 'attnlab "
+            "sweep lengths' (whose jobs evaluate), or val_exact / val_cer with attnlab train"
+        )
+    metrics = train(cfg, hydra_run_dir())
+    if objective is None:
+        return metrics
+    return record_objective(hydra_run_dir(), objective, validation_objective(objective, metrics))
+
+
+def validation_objective(name: str, metrics: dict[str, Any]) -> float:
+    """val_exact / val_cer of the best checkpoint (the one evaluations read)."""
+    return float(metrics["best"]["exact_acc" if name == "val_exact" else "cer"])
+
+
+def record_objective(run_dir: Path, name: str, value: float) -> float:
+    """Write objective.json into the run, so the value a sweeper got can be checked."""
+    RunDir(run_dir).write_objective(name, value, OBJECTIVES[name][0])
+    log.info("objective %s = %.6f (%s)", name, value, OBJECTIVES[name][0])
+    return value
 
 
 def hydra_run_dir() -> Path:
@@ -342,7 +370,11 @@ class Trainer:
             ),
             seen_lengths=self.seen,
             val=self.last_val,
-            best={"step": self.best.step, "exact_acc": self.best.exact_acc},
+            best={
+                "step": self.best.step,
+                "exact_acc": self.best.exact_acc,
+                "cer": self.best.metrics.get("cer"),
+            },
         )
         self.run_dir.write_metrics(metrics)
         self.run_dir.write_history(self.history)

@@ -451,7 +451,7 @@ def test_plots_draw_every_plot_metric_and_leave_out_what_a_reader_lacks(tmp_path
     write_run(tmp_path / "a", seed=0)
     write_run(tmp_path / "f", seed=0, reader="fixed")
     figs = []
-    monkeypatch.setattr(figures, "_png", lambda fig: figs.append(fig) or b"png")
+    monkeypatch.setattr(figures, "png_bytes", lambda fig: figs.append(fig) or b"png")
     build_report([tmp_path], tmp_path / "report")
     accuracy = figs[0]  # one per (training range, eval), then the training curves
     panels = [ax for ax in accuracy.axes if ax.get_visible()]

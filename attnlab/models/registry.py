@@ -88,10 +88,14 @@ def discover() -> None:
             raise UserError(f"{PLUGINS_ENV}: cannot import reader module {name!r}: {err}") from err
 
 
+LAB_READERS = ("fixed", "attention")  # the lab's comparison, in this order
+BASELINE = "attention"  # the reader the report compares every other reader with by default
+
+
 def names() -> list[str]:
     """Registered readers: the lab's two first, then the others by name."""
     discover()
-    lab = [n for n in ("fixed", "attention") if n in _READERS]
+    lab = [n for n in LAB_READERS if n in _READERS]
     return lab + sorted(n for n in _READERS if n not in lab)
 
 

@@ -1,4 +1,7 @@
-"""Seeds -> one row per (training lengths, reader, evaluation, length, split), every metric.
+"""Seeds -> one row per (training lengths, reader, variant, evaluation, length, split).
+
+Runs are grouped into variants first (`attnlab.report.variants`): only the seeds of one
+configuration are aggregated, and a seed that appears twice counts once.
 
 Every per-length metric of `attnlab.metrics.METRICS` is aggregated over seeds, so a metric
 added there reaches summary.csv without a change here. With `MIN_SEEDS_T` or more seeds the
@@ -18,9 +21,10 @@ import pandas as pd
 from attnlab.metrics import METRICS, TOTAL, Metric
 from attnlab.report.discover import RunInfo
 from attnlab.report.readers import reader_key
+from attnlab.report.variants import assign_variants, counted, variant_key
 
 MIN_SEEDS_T = 5  # from this many seeds on, the band is a t-interval; below it, min-max
-KEYS = ["train", "reader", "eval", "length", "split"]
+KEYS = ["train", "reader", "variant", "eval", "length", "split"]
 
 # Two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30, then 40, 60, 120 and infinity.
 # Checked against a numerical integration of the t density to 4 decimals.
@@ -116,7 +120,7 @@ def train_key(label: str) -> tuple[int, str]:
 def _long_frame(runs: list[RunInfo], eval_name: str | None) -> pd.DataFrame:
     """One row per (run, evaluation, table row), with every metric as a float."""
     rows = []
-    for run in runs:
+    for run in counted(runs):
         for name in run.evals:
             if eval_name is not None and name != eval_name:
                 continue
@@ -126,32 +130,45 @@ def _long_frame(runs: list[RunInfo], eval_name: str | None) -> pd.DataFrame:
                 split = rec.get("split")
                 if not isinstance(split, str):
                     split = "seen" if length in run.seen_lengths else "unseen"
-                keys = [run.train, run.reader_name, name, length, split]
+                keys = [run.train, run.reader_name, run.variant, name, length, split]
                 values = {m.name: pd.to_numeric(rec[m.name], errors="coerce") for m in METRICS}
-                rows.append({**dict(zip(KEYS, keys, strict=True)), "run": str(run.path), **values})
+                rows.append(
+                    {**dict(zip(KEYS, keys, strict=True)), "run": str(run.path), "seed": run.seed}
+                    | values
+                )
     return pd.DataFrame(rows)
 
 
-def aggregate(runs: list[RunInfo], eval_name: str | None = None) -> pd.DataFrame:
-    """Seed aggregate per (train, reader, eval, length, split); columns `AGG_COLUMNS`.
+def ensure_variants(runs: list[RunInfo]) -> list[str]:
+    """Assign variants when discovery has not yet (idempotent); returns the duplicate notes."""
+    if any(not r.variant for r in runs):
+        return assign_variants(runs)
+    return []
 
-    Every evaluation that counts is aggregated, whatever the run's status. Per-length rows have
-    an integer `length`; the totals of each split have `length == "all"` (as in
-    metrics_by_length.csv). `n_seeds` counts contributing runs; a metric's value is the seed
+
+def aggregate(runs: list[RunInfo], eval_name: str | None = None) -> pd.DataFrame:
+    """Seed aggregate per (train, reader, variant, eval, length, split); columns `AGG_COLUMNS`.
+
+    Every evaluation that counts is aggregated, whatever the run's status; a run that repeats
+    the config and seed of another is left out (`variants.counted`). Per-length rows have an
+    integer `length`; the totals of each split have `length == "all"` (as in
+    metrics_by_length.csv). `n_seeds` counts distinct seeds; a metric's value is the seed
     mean (or sum) with its band in `band_columns(metric)`, as `interval` says. A metric a
     reader lacks (alignment without attention weights) stays NaN. With `eval_name`, only that
     evaluation is aggregated.
     """
+    ensure_variants(runs)
     long = _long_frame(runs, eval_name)
     if long.empty:
         return pd.DataFrame(columns=AGG_COLUMNS)
     out = []
     for keys, grp in long.groupby(KEYS, sort=False):
-        row = {**dict(zip(KEYS, keys, strict=True)), "n_seeds": len(grp)}
+        n_seeds = grp["seed"].nunique(dropna=False)  # one run per seed: duplicates are out
+        row = {**dict(zip(KEYS, keys, strict=True)), "n_seeds": n_seeds}
         for m in METRICS:
             value, lo, hi = seed_band(grp[m.name].dropna().to_numpy(dtype=float), m)
             row.update({m.name: value, **dict(zip(band_columns(m), (lo, hi), strict=True))})
-        row["interval"] = interval_kind(len(grp))
+        row["interval"] = interval_kind(n_seeds)
         out.append(row)
     agg = pd.DataFrame(out, columns=AGG_COLUMNS)
     order = sorted(
@@ -159,6 +176,7 @@ def aggregate(runs: list[RunInfo], eval_name: str | None = None) -> pd.DataFrame
         key=lambda i: (
             train_key(agg.at[i, "train"]),
             reader_key(agg.at[i, "reader"]),
+            variant_key(agg.at[i, "variant"]),
             agg.at[i, "eval"],
             length_key(agg.at[i, "length"]),
             agg.at[i, "split"] != "seen",
@@ -185,26 +203,8 @@ def train_groups(runs: list[RunInfo], agg: pd.DataFrame) -> list[TrainGroup]:
     """One group per training range of `runs`, in `train_key` order."""
     groups = []
     for train in sorted({r.train for r in runs}, key=train_key):
-        members = [r for r in runs if r.train == train]
+        members = [r for r in counted(runs) if r.train == train]
         seen = next((r.seen_lengths for r in members if r.seen_lengths), [])
         rows = agg[agg["train"] == train].reset_index(drop=True)
         groups.append(TrainGroup(train, seen, members, rows))
     return groups
-
-
-def duplicate_seed_notes(runs: list[RunInfo]) -> list[str]:
-    """Runs that repeat a seed are not independent repeats; say so rather than hide it."""
-    notes = []
-    groups: dict[tuple[str, str], list[RunInfo]] = {}
-    for r in runs:
-        if r.evals:
-            groups.setdefault((r.train, r.reader_name), []).append(r)
-    for (train, reader), members in groups.items():
-        seeds = [r.seed for r in members]
-        dups = sorted({s for s in seeds if s is not None and seeds.count(s) > 1})
-        if dups:
-            notes.append(
-                f"train {train}, {reader}: seed(s) {', '.join(map(str, dups))} appear in more than "
-                "one run; such runs are not independent repeats."
-            )
-    return notes

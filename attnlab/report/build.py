@@ -1,4 +1,4 @@
-"""Runs on disk -> summary.csv, summary.md, plot PNGs and a self-contained index.html.
+"""Runs on disk -> summary.csv, summary.md, comparisons.csv, plot PNGs and index.html.
 
 Only reads run directories (through attnlab.rundir) and never imports torch itself; the
 reader registry, which does, is consulted lazily for reader order, colours and descriptions.
@@ -9,39 +9,98 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from attnlab.io import write_bytes, write_text
-from attnlab.report.aggregate import aggregate, duplicate_seed_notes, train_groups
+from attnlab.report.aggregate import TrainGroup, aggregate, train_groups
 from attnlab.report.calibration import calibration
+from attnlab.report.compare import (
+    COLUMNS,
+    METHOD,
+    CompareRefused,
+    compare,
+    default_pairs,
+    resolve,
+    sides,
+)
 from attnlab.report.discover import ReportError, discover_runs
 from attnlab.report.figures import draw_plots
 from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
 from attnlab.report.html import Section, render_index
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
-from attnlab.report.readers import colours
-from attnlab.report.tables import summary_md, summary_table
+from attnlab.report.readers import baseline, colours
+from attnlab.report.swept import swept_plots
+from attnlab.report.tables import comparison_tables, summary_md, summary_table
+from attnlab.report.variants import assign_variants, counted, ordered_variants
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
+COMPARISONS_CSV = "comparisons.csv"  # written only when some pair of variants was compared
 PROBES_CSV = "probes.csv"  # written only when some run has a probe
 
 
-def build_report(paths: list[Path], out_dir: Path) -> Path:
+def comparisons(
+    groups: list[TrainGroup], chosen: tuple[str, str] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """Paired differences of every training range and evaluation: the default pairs (the
+    baseline reader against every other reader), or only `chosen` (A, B). Returns the rows
+    and, for default pairs that cannot be paired, one line each on why. A chosen pair that
+    does not exist or cannot be paired is a ReportError."""
+    frames, notes = [], []
+    labels = ordered_variants(r.variant for g in groups for r in g.runs if r.evals)
+    if chosen is not None:
+        try:
+            chosen = (resolve(chosen[0], labels), resolve(chosen[1], labels))
+        except CompareRefused as err:
+            raise ReportError(str(err)) from err
+    for group in groups:
+        for name in group.evals:
+            by_variant = sides(group.runs, name)
+            if chosen is None:
+                pairs = default_pairs(by_variant, baseline())
+            else:
+                pairs = [chosen] if all(v in by_variant for v in chosen) else []
+            for a, b in pairs:
+                try:
+                    frames.append(
+                        compare(group.train, name, group.seen, by_variant[a], by_variant[b])
+                    )
+                except CompareRefused as err:
+                    if chosen is not None:
+                        raise ReportError(f"--compare: {err}") from err
+                    notes.append(f"train {group.train}, eval {name}: {a} - {b}: {err}")
+    if chosen is not None and not frames:
+        raise ReportError(
+            f"--compare {chosen[0]!r} {chosen[1]!r}: these variants were never evaluated on "
+            "the same training range and evaluation"
+        )
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    return rows, notes
+
+
+def build_report(
+    paths: list[Path], out_dir: Path, compare_pair: tuple[str, str] | None = None
+) -> Path:
     """Write the report of every run under `paths` into `out_dir`; returns index.html's path.
 
-    Raises ReportError when a path does not exist or no run is found under `paths`; a run
-    that is broken, partial or stale is listed with its problems, never a crash.
+    Raises ReportError when a path does not exist, no run is found under `paths`, or
+    `compare_pair` names variants that cannot be compared; a run that is broken, partial,
+    stale or a duplicate seed is listed with its problems, never a crash.
     """
     paths = [Path(p) for p in paths]
     runs = discover_runs(paths)
     if not runs:
         raise ReportError(f"no runs found under {', '.join(str(p) for p in paths)}")
     out_dir = Path(out_dir)
+    dup_notes = assign_variants(runs)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
+    groups = train_groups(runs, agg)
+    diffs, compare_notes = comparisons(groups, compare_pair)
     sections, probe_rows = [], []
-    for group in train_groups(runs, agg):
+    for group in groups:
         plots = draw_plots(group, palette)
         for p in (p for kind in plots.values() for p in kind):
             write_bytes(out_dir / p.file, p.png)
@@ -59,12 +118,25 @@ def build_report(paths: list[Path], out_dir: Path) -> Path:
                 calibration(group),
             )  # fmt: skip
         )
-    dup_notes = duplicate_seed_notes(runs)
+    swept = swept_plots(agg, counted(runs), palette)
+    for p in swept:
+        write_bytes(out_dir / p.file, p.png)
     tables = [s.table for s in sections if s.table is not None]
     write_text(out_dir / SUMMARY_CSV, agg.to_csv(index=False))
+    if not diffs.empty:
+        write_text(out_dir / COMPARISONS_CSV, diffs.to_csv(index=False))
+    compared = comparison_tables(diffs)
     said = {s.train: s.findings for s in sections}
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
-    write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes, said, probe_lines))
-    return write_text(out_dir / INDEX, render_index(paths, runs, sections, palette, dup_notes))
+    write_text(
+        out_dir / SUMMARY_MD,
+        summary_md(
+            paths, runs, tables, dup_notes, said, probe_lines, compared, compare_notes, METHOD
+        ),
+    )
+    page = render_index(
+        paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept
+    )
+    return write_text(out_dir / INDEX, page)

@@ -10,24 +10,24 @@ import pandas as pd
 from attnlab.metrics import METRIC
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.gallery import Image
-from attnlab.report.readers import ordered
+from attnlab.report.variants import ordered_variants
 from attnlab.rundir import RunDir
 
 
 @dataclass
 class ReaderCalibration:
-    reader: str
+    variant: str  # a variant label (the reader's name when nothing else is swept)
     eval: str
     rows: list[dict[str, str]]  # threshold, kept %, exact % of kept (seed means), seeds
     diagrams: list[Image] = field(default_factory=list)  # reliability.png of each seed's run
 
 
 def calibration(group: TrainGroup) -> list[ReaderCalibration]:
-    """Per reader and evaluation that counts: the threshold table and reliability diagrams."""
+    """Per variant and evaluation that counts: the threshold table and reliability diagrams."""
     out = []
     runs = [r for r in group.runs if r.evals]
-    for reader in ordered(r.reader_name for r in runs):
-        mine = [r for r in runs if r.reader_name == reader]
+    for variant in ordered_variants(r.variant or r.reader_name for r in runs):
+        mine = [r for r in runs if (r.variant or r.reader_name) == variant]
         for name in sorted({e for r in mine for e in r.evals}):
             frames, diagrams = [], []
             for run in (r for r in mine if name in r.evals):
@@ -41,7 +41,7 @@ def calibration(group: TrainGroup) -> list[ReaderCalibration]:
                     diagrams.append(Image(f"{run.path.name}/{ev.reliability.name}",
                                           ev.reliability.read_bytes()))  # fmt: skip
             if frames:
-                out.append(ReaderCalibration(reader, name, _rows(frames), diagrams))
+                out.append(ReaderCalibration(variant, name, _rows(frames), diagrams))
     return out
 
 

@@ -58,6 +58,11 @@ class RunInfo:
     eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
     eval_meta: dict[str, EvalMeta] = field(default_factory=dict, repr=False, compare=False)
     history: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    # Set by attnlab.report.variants.assign_variants: the variant this run is a seed of.
+    variant: str = ""  # its label: the reader, then the keys swept within its reader
+    variant_id: str = ""  # a hash of the config keys that count
+    swept: dict[str, str] = field(default_factory=dict)  # key -> value, as in the label
+    duplicate_of: Path | None = None  # another run with the same config and seed
 
     @property
     def complete(self) -> bool:

@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 from attnlab.metrics import METRICS, TOTAL, Metric
 from attnlab.report.aggregate import TrainGroup, band_columns, band_words, seeds_text
-from attnlab.report.readers import ordered
+from attnlab.report.variants import ordered_variants, reader_of, styles
 
 SEEN_SHADE = {"color": "0.85", "alpha": 0.6}
 
@@ -58,7 +59,7 @@ def file_name(kind: str, *parts: str) -> str:
     return "_".join([kind, *slugs]) + ".png"
 
 
-def _png(fig: Figure) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     return buf.getvalue()
@@ -103,19 +104,28 @@ def _mark_seen(ax: Axes, lengths: list[int], seen: set[int]) -> None:
 def _metric_panel(
     ax: Axes, rows: pd.DataFrame, metric: Metric, colours: Mapping[str, str], seen: set[int]
 ) -> None:
-    """One metric against length, a line and band per reader that has it."""
+    """One metric against length, a line and band per variant that has it: the reader's
+    colour, the variant's line style and marker."""
     lo, hi = band_columns(metric)
     scale = 100.0 if metric.unit == "%" else 1.0
     lengths = sorted(rows["length"].unique())
     _mark_seen(ax, lengths, seen)
-    for reader in ordered(rows["reader"]):
-        part = rows[rows["reader"] == reader].dropna(subset=[metric.name]).sort_values("length")
+    style = styles(rows["variant"])
+    for variant in ordered_variants(rows["variant"]):
+        part = rows[rows["variant"] == variant].dropna(subset=[metric.name]).sort_values("length")
         if part.empty:  # a metric this reader lacks is left out, not drawn as zero
             continue
-        colour = colours[reader]
-        label = f"{reader} ({seeds_text(list(part['n_seeds']))})"
+        colour = colours[part["reader"].iloc[0]]
+        label = f"{variant} ({seeds_text(list(part['n_seeds']))})"
+        line, marker = style[variant]
         ax.plot(
-            part["length"], scale * part[metric.name], marker="o", ms=4, color=colour, label=label
+            part["length"],
+            scale * part[metric.name],
+            ls=line,
+            marker=marker,
+            ms=4,
+            color=colour,
+            label=label,
         )
         band = part.dropna(subset=[lo, hi])
         ax.fill_between(
@@ -159,7 +169,7 @@ def accuracy_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
         title = f"Trained on lengths {group.train} · eval {name} · band: {band}"
         fig.suptitle(title)
         fig.tight_layout()
-        plots.append(Plot(file_name("accuracy", group.train, name), title, _png(fig)))
+        plots.append(Plot(file_name("accuracy", group.train, name), title, png_bytes(fig)))
     return plots
 
 
@@ -175,28 +185,39 @@ def training_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
     fig = Figure(figsize=(11, 3.8))
     ax_loss, ax_acc = fig.subplots(1, 2)
     positive = True
+    style = styles(r.variant or r.reader_name for r in runs)
     for run in runs:
         hist = run.history
         colour = colours[run.reader_name]
+        ls = style[run.variant or run.reader_name][0]
         if "loss" in hist.columns:
             loss = hist[["step", "loss"]].dropna()
             positive &= bool((loss["loss"] > 0).all())
-            ax_loss.plot(loss["step"], loss["loss"], color=colour, alpha=0.8, lw=1.2)
+            ax_loss.plot(loss["step"], loss["loss"], color=colour, ls=ls, alpha=0.8, lw=1.2)
         if "val_exact_acc" in hist.columns:
             acc = hist[["step", "val_exact_acc"]].dropna()
             ax_acc.plot(
-                acc["step"], 100 * acc["val_exact_acc"], color=colour, alpha=0.8, lw=1.2, marker="."
+                acc["step"],
+                100 * acc["val_exact_acc"],
+                color=colour,
+                ls=ls,
+                alpha=0.8,
+                lw=1.2,
+                marker=".",
             )
     if positive:
         ax_loss.set_yscale("log")
     ax_loss.set(xlabel="step", ylabel="training loss", title="Training loss")
     ax_acc.set(xlabel="step", ylabel="validation exact accuracy (%)", title="Validation accuracy")
     ax_acc.set_ylim(-2, 102)
-    handles = [Patch(color=colours[r], label=r) for r in ordered(r.reader_name for r in runs)]
+    handles = [
+        Line2D([], [], color=colours[reader_of(v)], ls=style[v][0], label=v)
+        for v in ordered_variants(style)
+    ]
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)
-        ax.legend(handles=handles, fontsize=9, title="reader (one line per run)")
+        ax.legend(handles=handles, fontsize=9, title="variant (one line per run)")
     title = f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)"
     fig.suptitle(title)
     fig.tight_layout()
-    return [Plot(file_name("training", group.train), title, _png(fig))]
+    return [Plot(file_name("training", group.train), title, png_bytes(fig))]

@@ -10,7 +10,7 @@ import pandas as pd
 from attnlab.analysis import FAILURE_MODES
 from attnlab.metrics import METRIC, TOTAL
 from attnlab.report.aggregate import TrainGroup
-from attnlab.report.readers import ordered
+from attnlab.report.variants import ordered_variants
 
 
 def _total(rows: pd.DataFrame, split: str) -> pd.Series | None:
@@ -23,17 +23,17 @@ def _pct(x: float) -> str:
 
 
 def findings(group: TrainGroup) -> list[str]:
-    """One line per (evaluation, reader): its failures beyond the seen range and its
+    """One line per (evaluation, variant): its failures beyond the seen range and its
     calibration, from the seed-mean totals of the summary."""
     lines = []
     for name in group.evals:
         rows = group.agg[group.agg["eval"] == name]
-        for reader in ordered(rows["reader"]):
-            mine = rows[rows["reader"] == reader]
+        for variant in ordered_variants(rows["variant"]):
+            mine = rows[rows["variant"] == variant]
             parts = [_unseen(mine), _oracle(mine), _calibration(mine)]
             text = "; ".join(p for p in parts if p)
             if text:
-                lines.append(f"{reader} ({name}): {text}.")
+                lines.append(f"{variant} ({name}): {text}.")
     return lines
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.discover import RunInfo
-from attnlab.report.readers import ordered
+from attnlab.report.variants import ordered_variants
 from attnlab.rundir import MAP_KINDS, EvalDir, RunDir
 
 MAX_MAPS_SHOWN = 4  # attention maps embedded per (run, eval, length, correct|failure)
@@ -56,7 +56,7 @@ class EvalMaps:
 
 @dataclass
 class ReaderMaps:
-    reader: str
+    variant: str  # a variant label (the reader's name when nothing else is swept)
     evals: list[EvalMaps] = field(default_factory=list)  # empty: no attention weights
 
 
@@ -89,12 +89,12 @@ def _eval_maps(run: RunInfo, ev: EvalDir) -> EvalMaps | None:
 
 
 def gallery(group: TrainGroup) -> list[ReaderMaps]:
-    """The maps of every reader of `group` that has an evaluation that counts."""
+    """The maps of every variant of `group` that has an evaluation that counts."""
     runs = [r for r in group.runs if r.evals]
     out = []
-    for reader in ordered(r.reader_name for r in runs):
-        entry = ReaderMaps(reader)
-        for run in (r for r in runs if r.reader_name == reader):
+    for variant in ordered_variants(r.variant or r.reader_name for r in runs):
+        entry = ReaderMaps(variant)
+        for run in (r for r in runs if (r.variant or r.reader_name) == variant):
             for name in run.evals:
                 maps = _eval_maps(run, RunDir(run.path).eval_dir(name))
                 if maps is not None:

@@ -80,6 +80,10 @@ def render_index(
     sections: list[Section],
     colours: dict[str, str],
     dup_notes: list[str],
+    comparisons: list[SummaryTable] | None = None,
+    compare_notes: list[str] | None = None,
+    method: str = "",
+    swept: list[Plot] | None = None,
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -94,6 +98,10 @@ def render_index(
             evals=sorted({e for r in runs for e in r.evals}),
             sections=sections,
             dup_notes=dup_notes,
+            comparisons=comparisons or [],
+            compare_notes=compare_notes or [],
+            method=method,
+            swept=swept or [],
             min_seeds_t=MIN_SEEDS_T,
             max_maps=MAX_MAPS_SHOWN,
             generated=datetime.now().strftime("%Y-%m-%d %H:%M"),

@@ -29,10 +29,10 @@ from attnlab.report.aggregate import (
     seeds_text,
 )
 from attnlab.report.discover import current_meta
-from attnlab.report.readers import ordered
+from attnlab.report.variants import variant_key
 from attnlab.rundir import ProbeDir
 
-KEYS = ["train", "reader", "probe", "length", "split"]
+KEYS = ["train", "reader", "variant", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).
 SHOWN = (
     "drop_attended", "drop_true", "drop_random", "drop_random_before", "drop_random_after",
@@ -104,15 +104,17 @@ def probe_frame(group: TrainGroup) -> tuple[pd.DataFrame, list[str], dict]:
                 notes.append(f"{run.path}: probe/{pdir.name}: {result}")
                 continue
             table, meta = result
-            key = (run.reader_name, pdir.name)
+            variant = run.variant or run.reader_name
+            key = (variant, pdir.name)
             if key not in examples and pdir.example.is_file():
                 where = f"length {meta.example.get('length')}, strip {meta.example.get('strip')}"
-                caption = f"{run.reader_name}, seed {run.seed}, probe {pdir.name}: {where}"
+                caption = f"{variant}, seed {run.seed}, probe {pdir.name}: {where}"
                 examples[key] = (caption, pdir.example)
             for rec in table.to_dict("records"):
                 length = TOTAL if str(rec["length"]).strip() == TOTAL else int(rec["length"])
                 rows.append(
-                    {"train": group.train, "reader": run.reader_name, "probe": pdir.name,
+                    {"train": group.train, "reader": run.reader_name, "variant": variant,
+                     "probe": pdir.name,
                      **rec, "length": length, "seed": run.seed, "seconds": meta.seconds}
                 )  # fmt: skip
     return pd.DataFrame(rows), notes, examples
@@ -139,11 +141,10 @@ def aggregate_probes(long: pd.DataFrame) -> pd.DataFrame:
     agg = pd.DataFrame(out)
     if agg.empty:
         return agg
-    readers = ordered(agg["reader"])
     order = sorted(
         range(len(agg)),
         key=lambda i: (
-            readers.index(agg.at[i, "reader"]),
+            variant_key(agg.at[i, "variant"]),
             agg.at[i, "probe"],
             length_key(agg.at[i, "length"]),
             agg.at[i, "split"] != "seen",
@@ -228,8 +229,8 @@ def probe_section(group: TrainGroup) -> tuple[ProbeSection, pd.DataFrame]:
     if long.empty:
         return section, pd.DataFrame()
     agg = aggregate_probes(long)
-    for reader, probe in dict.fromkeys(zip(agg["reader"], agg["probe"], strict=True)):
-        part = agg[(agg["reader"] == reader) & (agg["probe"] == probe)]
+    for reader, probe in dict.fromkeys(zip(agg["variant"], agg["probe"], strict=True)):
+        part = agg[(agg["variant"] == reader) & (agg["probe"] == probe)]
         section.tables.append(_table(reader, probe, part))
         for rec in part[(part["length"] == TOTAL) & (part["n_strips"] > 0)].to_dict("records"):
             section.sentences.append(sentence(reader, probe, rec))

@@ -42,6 +42,12 @@ def registered() -> list[str]:
     return registry.names() if registry is not None else []
 
 
+def baseline() -> str | None:
+    """The reader every other reader is compared with by default (the registry says which)."""
+    registry = _registry()
+    return registry.BASELINE if registry is not None else None
+
+
 def reader_key(reader: str) -> tuple[int, str]:
     """Sort key: registry order first, then unknown readers by name."""
     known = registered()

@@ -54,9 +54,9 @@ def _heading(metric: Metric) -> str:
 
 
 def summary_table(group: TrainGroup) -> SummaryTable:
-    """Rows = lengths, columns = (reader, eval) x summary metric the reader has."""
+    """Rows = lengths, columns = (variant, eval) x summary metric the variant's reader has."""
     sub = group.agg
-    pairs = list(dict.fromkeys(zip(sub["reader"], sub["eval"], strict=True)))
+    pairs = list(dict.fromkeys(zip(sub["variant"], sub["eval"], strict=True)))
     several_evals = sub["eval"].nunique() > 1
     index = sorted(
         dict.fromkeys(zip(sub["length"], sub["split"], strict=True)),
@@ -64,10 +64,10 @@ def summary_table(group: TrainGroup) -> SummaryTable:
     )
     values = [[str(length) for length, _ in index], [split for _, split in index]]  # by column
     table = SummaryTable(group.train, group.evals, columns=["length", "split"])
-    for reader, name in pairs:
-        part = sub[(sub["reader"] == reader) & (sub["eval"] == name)]
+    for variant, name in pairs:
+        part = sub[(sub["variant"] == variant) & (sub["eval"] == name)]
         keyed = {(r["length"], r["split"]): r for r in part.to_dict("records")}
-        head = f"{reader} ({name})" if several_evals else reader
+        head = f"{variant} ({name})" if several_evals else variant
         for m in SUMMARY_METRICS:
             if not part[m.name].notna().any():  # a metric this reader lacks: no column
                 continue
@@ -89,6 +89,58 @@ def summary_table(group: TrainGroup) -> SummaryTable:
     return table
 
 
+def comparison_tables(frame: pd.DataFrame) -> list[SummaryTable]:
+    """One table per comparison (training range, evaluation, A, B) of comparisons.csv rows:
+    per length, A's and B's exact accuracy, the paired difference A - B with its interval in
+    exact accuracy and CER (percentage points), and McNemar's test."""
+    pct, cer = METRIC["exact_acc"], METRIC["cer"]
+    tables = []
+    if frame.empty:
+        return tables
+    for (train, name, a, b), part in frame.groupby(["train", "eval", "a", "b"], sort=False):
+        columns = [
+            "length", "split", f"{a} exact %", f"{b} exact %", "exact A - B (pp) [95%]",
+            "CER A - B (pp) [95%]", "McNemar b / c", "p",
+        ]  # fmt: skip
+        table = SummaryTable(str(train), [str(name)], columns)
+        table.notes.append(f"A = {a}, B = {b}; eval {name}; {part['n_pairs'].iloc[0]} seed "
+                           f"pair(s), paired {part['pairing'].iloc[0]}")  # fmt: skip
+        for r in part.to_dict("records"):
+            table.rows.append(
+                Row(
+                    [
+                        str(r["length"]),
+                        r["split"],
+                        pct.fmt(r["exact_a"]),
+                        pct.fmt(r["exact_b"]),
+                        _points(r["exact_diff"], r["exact_diff_lo"], r["exact_diff_hi"], pct),
+                        _points(r["cer_diff"], r["cer_diff_lo"], r["cer_diff_hi"], cer),
+                        f"{r['mcnemar_b']} / {r['mcnemar_c']}",
+                        _p_value(r["mcnemar_p"]),
+                    ],  # fmt: skip
+                    r["split"],
+                    r["length"] == TOTAL,
+                )
+            )
+        tables.append(table)
+    return tables
+
+
+def _points(value: float, lo: float, hi: float, metric: Metric) -> str:
+    """A difference of two rates in percentage points, signed, with its interval."""
+    if pd.isna(value):
+        return MISSING
+    digits = metric.digits
+    text = f"{100 * value:+.{digits}f}"
+    if pd.isna(lo) or pd.isna(hi):
+        return text
+    return f"{text} [{100 * lo:+.{digits}f}, {100 * hi:+.{digits}f}]"
+
+
+def _p_value(p: float) -> str:
+    return "–" if pd.isna(p) else ("< 0.0001" if p < 1e-4 else f"{p:.4f}")
+
+
 def _md_escape(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -100,6 +152,9 @@ def summary_md(
     dup_notes: list[str],
     findings: dict[str, list[str]] | None = None,
     probes: list[str] | None = None,
+    comparisons: list[SummaryTable] | None = None,
+    compare_notes: list[str] | None = None,
+    method: str = "",
 ) -> str:
     """summary.md: one table per training range (with the sentences generated from its
     numbers), then the probes' lines when given, then the runs that are not complete."""
@@ -122,6 +177,13 @@ def summary_md(
         said = (findings or {}).get(table.train, [])
         if said:
             lines += ["What the numbers say:", ""] + [f"- {_md_escape(f)}" for f in said] + [""]
+    if comparisons or compare_notes:
+        lines += ["## Paired differences", "", _md_escape(method), ""]
+        for table in comparisons or []:
+            lines += [f"### Trained on lengths {table.train}: {_md_escape(table.notes[0])}", ""]
+            lines += [table.markdown(), ""]
+        lines += [f"- not compared: {_md_escape(n)}" for n in compare_notes or []]
+        lines += [""] if compare_notes else []
     lines += probes or []  # the probe section (report.probes.probes_markdown)
     for note in dup_notes:
         lines += [f"Note: {_md_escape(note)}", ""]
@@ -131,7 +193,7 @@ def summary_md(
         lines += ["None: every run has a status, metrics and an evaluation.", ""]
     for r in bad:
         lines.append(
-            f"- `{r.path}` ({r.reader_name}, seed {r.seed}, train {r.train}, {r.status}): "
-            + _md_escape("; ".join(r.problems))
+            f"- `{r.path}` ({r.variant or r.reader_name}, seed {r.seed}, train {r.train}, "
+            f"{r.status}): " + _md_escape("; ".join(r.problems))
         )
     return "\n".join(lines).rstrip() + "\n"

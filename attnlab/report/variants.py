@@ -1,0 +1,193 @@
+"""Runs -> variants: which runs are seeds of one configuration, and what each one is called.
+
+Two runs are seeds of one variant only when their composed configs (``.hydra/config.yaml``)
+are equal apart from ``seed`` and the keys in `NEUTRAL_KEYS`, the short declared list of keys
+that cannot change a result (where it runs, how it reports progress). Every other key counts,
+including keys a run's config lacks (an older attnlab): when in doubt, a key counts.
+
+A variant is named by its reader and the keys that differ among that reader's runs trained
+on the same lengths, e.g. ``fixed · model.hidden=16``; with nothing swept but the seed it is
+just the reader's name, as in the lab's default sweep. Two runs of one variant with the same
+seed are one seed: the first (by path) counts, the other is listed as a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from attnlab.report.discover import RunInfo
+from attnlab.report.readers import reader_key
+
+# Keys that cannot change a number the report shows. Anything not listed counts.
+NEUTRAL_KEYS = (
+    "seed",  # the seeds of a variant: counted, not compared
+    "train.device",  # where it ran (auto | cpu | cuda:N)
+    "train.threads",  # CPU threads
+    "train.progress",  # progress display
+    "train.log_every",  # logging cadence
+    "train.checkpoint_every",  # checkpoint cadence (a resume continues the same run)
+    "train.examples_shown",  # lines printed at each validation
+    "train.maps_logged",  # TensorBoard images
+    "train.objective",  # what a sweeper is told, not what is trained
+    "eval.batch_size",  # strips per forward pass (readings are padding-independent: tested)
+    "eval.maps_k",  # how many maps are drawn
+    "eval.map_lengths",
+    "eval.head_maps",
+    "eval.failures_shown",  # lines printed
+)
+SEP = " · "  # between the reader and the keys of a variant's label
+UNSET = "<unset>"  # a key that a run's config lacks
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted keys -> canonical JSON text of each leaf (lists are leaves)."""
+    if isinstance(node, dict):
+        out: dict[str, str] = {}
+        for key, value in node.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: json.dumps(node, sort_keys=True, default=str)}
+
+
+def flat_config(config_text: str) -> dict[str, str] | None:
+    """A run's composed config as {dotted key: JSON value}, or None when it cannot be read."""
+    try:
+        cfg = OmegaConf.create(config_text)
+    except Exception:  # a broken config is the run's problem, already reported
+        return None
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True)
+    except Exception:  # an interpolation that no longer resolves: compare the text as written
+        plain = OmegaConf.to_container(cfg, resolve=False)
+    return _flatten(plain) if isinstance(plain, dict) else None
+
+
+# The seen lengths count as the set they name, however configured (a range or a set).
+SEEN_KEYS = ("data.train_lengths", "data.train_length_set")
+
+
+def identity(flat: dict[str, str], train: str) -> dict[str, str]:
+    """The keys that make a variant: every key but the seed and `NEUTRAL_KEYS`, with the
+    seen lengths as the set `train` names."""
+    out = {k: v for k, v in flat.items() if k not in NEUTRAL_KEYS and k not in SEEN_KEYS}
+    out["seen lengths"] = json.dumps(train)
+    return out
+
+
+def show_value(text: str) -> str:
+    """A JSON leaf as a Hydra override writes it: 16, 0.001, [1,8], fixed."""
+    if text == UNSET:
+        return text
+    value = json.loads(text)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+def assign_variants(runs: list[RunInfo]) -> list[str]:
+    """Set each run's variant (label, id, swept keys) and mark duplicate seeds.
+
+    Returns one note per duplicate: the run that is counted once and the ones left out.
+    """
+    idents: dict[int, dict[str, str]] = {}
+    for i, run in enumerate(runs):
+        flat = flat_config(run.config_text) or {}
+        idents[i] = identity(flat, run.train)
+        blob = json.dumps(sorted(idents[i].items()))
+        run.variant_id = hashlib.sha256(blob.encode()).hexdigest()[:12]
+    by_line: dict[tuple[str, str], list[int]] = {}
+    for i, run in enumerate(runs):
+        by_line.setdefault((run.train, run.reader_name), []).append(i)
+    for members in by_line.values():
+        keys = sorted({k for i in members for k in idents[i]})
+        differ = [k for k in keys if len({idents[i].get(k, UNSET) for i in members}) > 1]
+        for i in members:
+            run = runs[i]
+            run.swept = {k: show_value(idents[i].get(k, UNSET)) for k in differ}
+            parts = [f"{k}={v}" for k, v in run.swept.items()]
+            label = SEP.join([run.reader_name, ", ".join(parts)])
+            run.variant = label if parts else run.reader_name
+    return _mark_duplicates(runs)
+
+
+def _mark_duplicates(runs: list[RunInfo]) -> list[str]:
+    first: dict[tuple[str, Any], RunInfo] = {}
+    notes = []
+    for run in runs:  # runs come sorted by path: the first of a (variant, seed) counts
+        if not run.evals:
+            continue
+        key = (run.variant_id, run.seed)
+        if key not in first:
+            first[key] = run
+            continue
+        kept = first[key]
+        run.duplicate_of = kept.path
+        run.problems.append(
+            f"duplicate: same config and seed {run.seed} as {kept.path}; counted once, as that run"
+        )
+        notes.append(
+            f"{run.variant} (train {run.train}): seed {run.seed} appears in {kept.path} and "
+            f"{run.path} with the same config; it counts as one seed ({kept.path})."
+        )
+    return notes
+
+
+def counted(runs: Iterable[RunInfo]) -> list[RunInfo]:
+    """The runs whose evaluations count: duplicates of a seed left out."""
+    return [r for r in runs if r.duplicate_of is None]
+
+
+def _natural(text: str) -> tuple:
+    """ "model.hidden=16" < "model.hidden=64" < "model.hidden=256": numbers by value."""
+    parts = re.split(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)", text)
+    return tuple((0, float(p), "") if i % 2 else (1, 0.0, p) for i, p in enumerate(parts) if p)
+
+
+def variant_key(label: str) -> tuple:
+    """Sort key of a variant label: its reader in registry order, then its values."""
+    reader, _, rest = label.partition(SEP)
+    return (reader_key(reader), _natural(rest))
+
+
+def ordered_variants(labels: Iterable[str]) -> list[str]:
+    return sorted(set(labels), key=variant_key)
+
+
+def reader_of(label: str) -> str:
+    return label.partition(SEP)[0]
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def styles(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """(line style, marker) per variant: the i-th variant of a reader gets the i-th of each,
+    so a reader keeps its colour and its variants are told apart by line and marker."""
+    out: dict[str, tuple[str, str]] = {}
+    count: dict[str, int] = {}
+    for label in ordered_variants(labels):
+        i = count.get(reader_of(label), 0)
+        count[reader_of(label)] = i + 1
+        out[label] = (LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
+    return out
+
+
+def summary_lines(runs: list[RunInfo]) -> list[str]:
+    """One line per variant with evaluations: its label and its seeds (the sweep summary)."""
+    assign_variants(runs)
+    seeds: dict[tuple[str, str], set] = {}
+    for run in counted(runs):
+        if run.evals:
+            seeds.setdefault((run.train, run.variant), set()).add(run.seed)
+    return [
+        f"  train {train} · {label}: {len(s)} seed{'' if len(s) == 1 else 's'} "
+        f"({', '.join(map(str, sorted(s, key=str)))})"
+        for (train, label), s in sorted(seeds.items(), key=lambda kv: variant_key(kv[0][1]))
+    ]
