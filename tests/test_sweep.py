@@ -104,8 +104,13 @@ def test_report_of_sweep(tiny_sweep, attnlab_cli, tmp_path):
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "Aggregated 2 run(s)" in summary
     assert "fixed exact %" in summary and "attention exact %" in summary
-    rows = [ln for ln in summary.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    tables, paired = summary.split("## Paired differences")
+    rows = [ln for ln in tables.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [ln.split("|")[1].strip() for ln in rows] == ["1", "2", "3", "4", "5", "6"]
+    # The lab's default comparison, on the same strips: attention - fixed, per length.
+    assert "A = attention, B = fixed; eval synthetic-greedy; 1 seed pair(s)" in paired
+    diffs = read_csv(tmp_path / "report" / "comparisons.csv")
+    assert [r["length"] for r in diffs] == ["1", "2", "3", "4", "5", "6", "all", "all"]
 
 
 def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
