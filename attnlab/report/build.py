@@ -13,6 +13,7 @@ from attnlab.io import write_bytes, write_text
 from attnlab.report.aggregate import aggregate, duplicate_seed_notes, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.discover import ReportError, discover_runs
+from attnlab.report.explorer import explorer
 from attnlab.report.figures import draw_plots
 from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
@@ -67,4 +68,5 @@ def build_report(paths: list[Path], out_dir: Path) -> Path:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
     write_text(out_dir / SUMMARY_MD, summary_md(paths, runs, tables, dup_notes, said, probe_lines))
-    return write_text(out_dir / INDEX, render_index(paths, runs, sections, palette, dup_notes))
+    page = render_index(paths, runs, sections, palette, dup_notes, explorer=explorer(runs))
+    return write_text(out_dir / INDEX, page)

@@ -80,6 +80,7 @@ def render_index(
     sections: list[Section],
     colours: dict[str, str],
     dup_notes: list[str],
+    explorer=None,  # report.explorer.Explorer: the explorer section's data and code
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -97,5 +98,6 @@ def render_index(
             min_seeds_t=MIN_SEEDS_T,
             max_maps=MAX_MAPS_SHOWN,
             generated=datetime.now().strftime("%Y-%m-%d %H:%M"),
+            explorer=explorer,
         )
     )
