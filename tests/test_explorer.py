@@ -154,7 +154,7 @@ def test_embedded_data_matches_readings_csv(explored):
                 else:
                     assert read["weights"] is None
                 checked += 1
-    assert checked == 2 * 6 * 16
+    assert checked == 2 * 6 * min(EvalConfig().explore_n, 24)  # preset=tiny: 24 per length
 
 
 def test_embedded_json_cannot_close_its_script():
