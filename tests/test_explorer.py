@@ -220,7 +220,7 @@ def _expected_count(strips: list[dict], how: str) -> int:
     return count
 
 
-def test_explorer_in_chromium(explored, browser):
+def test_explorer_in_chromium(browser, explored):
     index = explored["report"]
     data = embedded(index)
     ev = data["trains"][0]["evals"][0]
