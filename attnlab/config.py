@@ -156,6 +156,10 @@ class EvalConfig:
     ece_bins: int = 10  # equal-mass bins of the calibration error and reliability diagram
     thresholds: list[float] = field(default_factory=lambda: [0.5, 0.9, 0.99])
     failures_shown: int = 10  # most confident failures printed
+    # explore.json (the report's explorer): the first explore_n strips of each length, with
+    # image, spans, reading, per-step confidences and attention rows; 0 = none written.
+    # 32: a default sweep's page (6 runs x 16 lengths) gains about 2.3 MB (README).
+    explore_n: int = 32
 
 
 @dataclass
@@ -351,6 +355,7 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
     _require(e.head_maps >= 0, f"{prefix}.head_maps", e.head_maps, "must be >= 0")
     _require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
     _require(e.ece_bins >= 1, f"{prefix}.ece_bins", e.ece_bins, "must be >= 1")
+    _require(e.explore_n >= 0, f"{prefix}.explore_n", e.explore_n, "must be >= 0 (0 = none)")
     _require(
         all(_finite(t) and 0 <= t <= 1 for t in e.thresholds),
         f"{prefix}.thresholds", list(e.thresholds), "must be confidences in [0, 1]",

@@ -20,7 +20,7 @@ import torch
 from omegaconf import DictConfig
 from rapidfuzz.distance import Levenshtein
 
-from attnlab import checkpoint, maps, metrics
+from attnlab import checkpoint, explore, maps, metrics
 from attnlab.analysis import threshold_rows
 from attnlab.config import EvalConfig, check_eval, seen_lengths, span
 from attnlab.data.folder import load_folder
@@ -131,6 +131,12 @@ def _write_evaluation(
     say(f"most confident failures (of {int((~records['correct']).sum())}):")
     for line in confident_failures(records, cfg.failures_shown):
         say(f"  {line}")
+
+    if cfg.explore_n > 0:  # the report explorer's strips (explore.json)
+        kept = explore.sample(
+            reader, dev, sets, readings_by_length, cfg.explore_n, stride, source == "synthetic"
+        )
+        explore.write(out.explore, kept)
 
     seen_set = set(seen)
     draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)

@@ -58,6 +58,7 @@ PACE = "pace.png"
 EVAL_META = "eval.json"
 MAPS = "maps"
 ATTENTION_SUMMARY = "attention_summary.png"
+EXPLORE = "explore.json"  # the report explorer's sample of strips (attnlab.explore)
 MAP_KINDS = ("correct", "failure")
 _MAP_NAME = re.compile(r"^len(\d+)_(correct|failure)_(\d+)\.png$")
 
@@ -321,6 +322,10 @@ class EvalDir:
     @property
     def attention_summary(self) -> Path:
         return self.path / ATTENTION_SUMMARY
+
+    @property
+    def explore(self) -> Path:
+        return self.path / EXPLORE
 
     def map_path(self, length: int, kind: str, index: int) -> Path:
         if kind not in MAP_KINDS:

@@ -66,6 +66,7 @@ def test_wheel_ships_configs(tmp_path, cli_env, attnlab_cli):
         "attnlab/models/readers/attention.py", "attnlab/models/readers/fixed.py",
         "attnlab/conf/model/attention.yaml", "attnlab/conf/preset_model/tiny_fixed.yaml",
         "attnlab/report/templates/index.html.j2",
+        "attnlab/report/templates/explorer.js", "attnlab/report/templates/explorer.css",
         # hydra/launcher=slurm, in the hydra_plugins namespace package (Hydra finds it there)
         "hydra_plugins/attnlab_slurm/__init__.py", "hydra_plugins/attnlab_slurm/launcher.py",
     ):  # fmt: skip

@@ -24,6 +24,7 @@ from attnlab.report.compare import (
     sides,
 )
 from attnlab.report.discover import ReportError, discover_runs
+from attnlab.report.explorer import explorer
 from attnlab.report.figures import draw_plots
 from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
@@ -137,6 +138,7 @@ def build_report(
         ),
     )
     page = render_index(
-        paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept
-    )
+        paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
+        explorer=explorer(runs),
+    )  # fmt: skip
     return write_text(out_dir / INDEX, page)

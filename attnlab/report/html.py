@@ -84,6 +84,7 @@ def render_index(
     compare_notes: list[str] | None = None,
     method: str = "",
     swept: list[Plot] | None = None,
+    explorer=None,  # report.explorer.Explorer: the explorer section's data and code
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -105,5 +106,6 @@ def render_index(
             min_seeds_t=MIN_SEEDS_T,
             max_maps=MAX_MAPS_SHOWN,
             generated=datetime.now().strftime("%Y-%m-%d %H:%M"),
+            explorer=explorer,
         )
     )
