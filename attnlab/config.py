@@ -73,6 +73,17 @@ class DataConfig:
     jpeg_quality: list[float] = field(default_factory=lambda: [15.0, 75.0])  # JPEG quality
     val_per_length: int = 200  # strips per seen length in the fixed validation sets
     eval_seed: int = 20_240_808  # fixed evaluation sets derive their seeds from this
+    # --- labelled strips (data=folder; attnlab.data.sources, attnlab.data.source_train) ---
+    source: str = "synthetic"  # synthetic | folder (data=folder sets it)
+    # data=folder: a folder with labels.csv, a list file (path<TAB>label) or an LMDB
+    # (num-samples, image-%09d, label-%09d). Strips of the seen lengths train the reader.
+    path: str | None = None
+    val_path: str | None = None  # validation and test strips; None = a share of data.path
+    val_share: float = 0.1  # of data.path, held out (seeded by eval_seed), never trained on
+    mix: float = 0.0  # share of synthetic strips in each training batch (data=folder)
+    crop: bool = True  # ink placed as the generator places it, as eval.crop does
+    skip_long: bool = False  # labels too long for the reader: skipped (counted), not refused
+    charset: str = "0123456789"  # the characters a label may hold; the readers' vocabulary
 
 
 @dataclass
@@ -264,7 +275,25 @@ def _check_pairs(section: Any, prefix: str, keys: list[str], low: float = 0.0) -
         _require(ok, f"{prefix}.{key}", pair, f"must be [low, high] with {low:g} <= low <= high")
 
 
+def check_sources(d: Any) -> None:
+    """The labelled-strip keys (data=folder)."""
+    ok = d.source in ("synthetic", "folder")
+    _require(ok, "data.source", d.source, "must be synthetic or folder (data=folder)")
+    if d.source == "folder":
+        need = "data=folder needs data.path=PATH (labels.csv folder, list file or LMDB)"
+        _require(bool(d.path), "data.path", d.path, need)
+    share = d.val_share
+    _require(_finite(share) and 0 <= share <= 0.9, "data.val_share", share, "must be in [0, 0.9]")
+    ok = d.source != "folder" or share > 0 or bool(d.val_path)
+    _require(ok, "data.val_share", share, "must be > 0 unless data.val_path is given")
+    _require(_finite(d.mix) and 0 <= d.mix < 1, "data.mix", d.mix, "must be in [0, 1)")
+    chars = str(d.charset)
+    ok = len(chars) >= 1 and len(set(chars)) == len(chars) and not any(c.isspace() for c in chars)
+    _require(ok, "data.charset", chars, "must list each character once, no spaces")
+
+
 def check_data(d: Any) -> None:
+    check_sources(d)
     _require(d.height >= 16, "data.height", d.height, "must be >= 16 px")
     if d.train_length_set is not None:
         values = list(d.train_length_set)

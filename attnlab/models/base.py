@@ -75,6 +75,14 @@ class Reader(nn.Module):
         ``attnlab eval`` draws these per-head maps for a few strips."""
         return None
 
+    def too_long(self, label: str, columns: int) -> str | None:
+        """Why this reader cannot be trained on ``label`` in a strip of ``columns`` encoder
+        columns (None: it can). Default: one output step per column at most. Training on
+        labelled strips checks every label with it before anything is written."""
+        if len(label) > columns:
+            return f"{len(label)} characters, {columns} columns"
+        return None
+
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

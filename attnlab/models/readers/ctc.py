@@ -317,6 +317,11 @@ class CTCReader(Reader):
         super().__init__(cfg, height)
         self.classify = nn.Linear(self.encoder.state_size, CLASSES)
 
+    def too_long(self, label, columns):
+        if columns_needed(label) > columns:  # a blank between repeated characters
+            return f"CTC needs {columns_needed(label)} columns, the strip has {columns}"
+        return None
+
     def log_probs(self, images, widths):
         """(B, T, C) log posteriors in float32, and the real columns (B,)."""
         states, cols, _ = self.encoder(images, widths)

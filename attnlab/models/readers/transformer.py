@@ -99,6 +99,12 @@ def check_config(cfg: TransformerConfig) -> None:
     "transformer reader: masked self-attention over the digits, cross-attention over columns",
 )
 class TransformerReader(StepwiseReader):
+    def too_long(self, label, columns):
+        steps = self.learned_steps
+        if steps is not None and len(label) + 1 > steps:  # a learned position per step
+            return f"{len(label) + 1} steps, the learned table holds model.max_len={steps}"
+        return super().too_long(label, columns)
+
     def __init__(self, cfg: TransformerConfig, height: int):
         check_config(cfg)
         transformer_columns = Columns(cfg.encoder) is Columns.transformer
@@ -106,6 +112,8 @@ class TransformerReader(StepwiseReader):
         d = cfg.dec_hidden
         del self.init  # a transformer decoder starts from BOS alone, not from a summary
         self.out = nn.Linear(d, tokens.VOCAB)  # after the decoder's final LayerNorm
+        learned = Pos(cfg.dec_pos or cfg.pos) is Pos.learned
+        self.learned_steps = cfg.max_len if learned else None
         self.embed_proj = nn.Identity() if cfg.embed == d else nn.Linear(cfg.embed, d, bias=False)
         self.columns = nn.Linear(self.encoder.state_size, d)  # (B, T, 2H) -> (B, T, D)
         rel = (cfg.rel_buckets, cfg.rel_max_distance)
