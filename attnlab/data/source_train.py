@@ -198,3 +198,30 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
     )  # fmt: skip
     stream = SourceStream(cache.subset(train), cfg.train.batch_size, seed, d, synth, seen)
     return FolderData(stream, val_sets, record)
+
+
+def load_labelled(
+    path: Path | str, height: int, warn: Any, crop: bool, charset: str, key: str = "eval.folder"
+) -> tuple[StripBatch, list[str]]:
+    """Every strip of a folder, list file or LMDB, and their ids (``attnlab eval --folder``)."""
+    source = open_source(Path(path), warn, key)
+    check_charset(source, charset)
+    cache = decode_all(source, height, crop, warn)
+    return cache.batch(range(len(cache))), cache.ids
+
+
+def held_out_strips(d: Any, split: dict[str, Any], warn: Any) -> tuple[StripBatch, list[str]]:
+    """The strips a folder-trained run held out (its checkpoint's ``data_split``): all of
+    ``data.val_path`` when it had one, else the recorded ids of ``data.path``."""
+    if split.get("val_path"):
+        return load_labelled(split["val_path"], d.height, warn, d.crop, d.charset, "data.val_path")
+    source = open_source(Path(split["path"]), warn)
+    where = {e.id: i for i, e in enumerate(source.entries)}
+    missing = [s for s in split["held_out"] if s not in where]
+    if missing:
+        raise UserError(
+            f"{split['path']}: {len(missing)} held-out strip(s) of this run are no longer "
+            f"listed (first: {missing[0]!r}); evaluate with --folder instead"
+        )
+    cache = decode_all(source, d.height, d.crop, warn, only=[where[s] for s in split["held_out"]])
+    return cache.batch(range(len(cache))), cache.ids
