@@ -196,6 +196,7 @@ class ExportConfig:
     n: int = 100
     lengths: list[int] = field(default_factory=lambda: [1, 8])
     seed: int = 0
+    format: str = "folder"  # folder (PNGs + labels.csv) | lmdb (strhub/DTRB layout)
 
 
 @dataclass
