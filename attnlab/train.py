@@ -94,7 +94,8 @@ class Trainer:
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
         torch.manual_seed(cfg.seed)
-        self.model = registry.build(cfg.model, cfg.data.height).to(self.device)
+        self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
+        self.model = self.model.to(self.device)
         self.params = count_parameters(self.model)
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay

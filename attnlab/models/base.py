@@ -14,6 +14,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from attnlab import tokens
 from attnlab.config import ModelConfig
 from attnlab.models.encoder import ColumnEncoder
 
@@ -38,6 +39,8 @@ class Reader(nn.Module):
         """``recurrent`` False builds the column encoder without its BiGRU, for a reader that
         encodes the column features its own way (``self.encoder.features``)."""
         super().__init__()
+        self.charset = tokens.building_charset()  # the characters it reads (data.charset)
+        self.vocab = tokens.vocab_size(self.charset)  # PAD, BOS, EOS + the charset
         self.encoder = ColumnEncoder(cfg, height, recurrent)
 
     def loss(self, images: torch.Tensor, widths: torch.Tensor, labels: list[str]) -> torch.Tensor:

@@ -111,7 +111,7 @@ class TransformerReader(StepwiseReader):
         super().__init__(cfg, height, recurrent=not transformer_columns, memory_size=cfg.dec_hidden)
         d = cfg.dec_hidden
         del self.init  # a transformer decoder starts from BOS alone, not from a summary
-        self.out = nn.Linear(d, tokens.VOCAB)  # after the decoder's final LayerNorm
+        self.out = nn.Linear(d, self.vocab)  # after the decoder's final LayerNorm
         learned = Pos(cfg.dec_pos or cfg.pos) is Pos.learned
         self.learned_steps = cfg.max_len if learned else None
         self.embed_proj = nn.Identity() if cfg.embed == d else nn.Linear(cfg.embed, d, bias=False)
@@ -172,7 +172,7 @@ class TransformerReader(StepwiseReader):
     def head_weights(self, images, widths, texts):
         """Every decoder layer's and head's cross-attention (B, S, T), one call: the causal
         mask makes these the weights free decoding had at each step of the same reading."""
-        inputs, _ = tokens.encode(texts)
+        inputs, _ = tokens.encode(texts, self.charset)
         memory = self.encode(images, widths)
         _, weights, _ = self.decoder(
             self._embed(inputs.to(images.device)), memory.kv, memory.mask, every_head=True
