@@ -158,6 +158,9 @@ class ExperimentConfig:
     """The config of ``attnlab train`` and of every sweep job."""
 
     seed: int = 0
+    # A run directory (its best.pt) or checkpoint to start from: what fits is loaded, the
+    # rest (another charset's output layer) re-initialised and listed (attnlab.finetune).
+    init_from: str | None = None
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = MISSING  # the config group `model` chooses a reader's subclass
     optim: OptimConfig = field(default_factory=OptimConfig)

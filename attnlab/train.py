@@ -105,6 +105,7 @@ class Trainer:
             self.opt, lambda s: lr_factor(s, o.warmup_steps, t.steps, o.min_lr_ratio)
         )
         self.split: dict[str, Any] | None = None  # data=folder: what the run holds out
+        self.started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
         if cfg.data.source == "folder":  # labelled strips: attnlab.data.source_train
             from attnlab.data.source_train import folder_data
 
@@ -134,6 +135,10 @@ class Trainer:
         self.writer = None
         self.hydra_files = run.hydra_files()
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
+        if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.finetune)
+            from attnlab.finetune import init_from
+
+            self.started_from = init_from(self.model, cfg, str(cfg.init_from))
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -154,6 +159,7 @@ class Trainer:
             "params": self.params,
             "timing": {"train_seconds": self.train_seconds, "steps": self.trained_steps},
             **({"data_split": self.split} if self.split is not None else {}),
+            **({"init_from": self.started_from} if self.started_from is not None else {}),
         }
 
     def resume(self) -> bool:
@@ -182,6 +188,7 @@ class Trainer:
             ckpt.get("best_metrics", {}),
         )
         self.last_val = ckpt.get("val", {})
+        self.started_from = ckpt.get("init_from")
         timing = ckpt.get("timing") or {}
         self.train_seconds = float(timing.get("train_seconds", 0.0))
         self.trained_steps = int(timing.get("steps", 0))

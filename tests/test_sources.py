@@ -202,3 +202,31 @@ def test_a_folder_run_resumes_bit_identically_after_a_kill(tmp_path, attnlab_cli
     assert meta["source"] == "folder"
     held = wa["data_split"]["held_out"]
     assert sum(f"image-{i:09d}" in readings for i in range(1, 51)) == len(held)
+
+
+def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path, fifty):
+    from attnlab.errors import UserError
+    from attnlab.rundir import RunDir
+    from attnlab.train import Trainer
+
+    src = tmp_path / "source"
+    Trainer(tiny_config("attention", "train.steps=2"), RunDir(src)).run()
+    before = torch.load(src / "checkpoints" / "best.pt", weights_only=True)["model"]
+    args = ("data=folder", f"data.path={fifty['folder']}", "data.charset=0123456789AB")
+    tuned = Trainer(tiny_config("attention", *args, f"init_from={src}"), RunDir(tmp_path / "t"))
+    fresh = set(tuned.started_from["reinitialised"])
+    after = tuned.model.state_dict()
+    # The layers sized by the vocabulary (13 -> 15 tokens; the CTC head's classes when it has
+    # one), no other: the output layer and the token embedding.
+    aux = {k for k in after if k.startswith("ctc_head.")}
+    assert fresh == {"out.weight", "out.bias", "embed.weight"} | aux
+    for key, value in after.items():
+        if key not in fresh:
+            assert torch.equal(value, before[key]), key
+    assert after["out.weight"].shape[0] == before["out.weight"].shape[0] + 2
+    assert tuned.payload()["init_from"]["path"] == str((src / "checkpoints" / "best.pt").resolve())
+
+    with pytest.raises(UserError, match=r"model\.hidden=8 but the source run's is 16"):
+        Trainer(
+            tiny_config("attention", "model.hidden=8", f"init_from={src}"), RunDir(tmp_path / "x")
+        )
