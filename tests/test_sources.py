@@ -230,3 +230,18 @@ def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path,
         Trainer(
             tiny_config("attention", "model.hidden=8", f"init_from={src}"), RunDir(tmp_path / "x")
         )
+
+
+def test_export_as_lmdb_reads_back_as_the_folder_export(tmp_path, attnlab_cli):
+    for fmt in ("folder", "lmdb"):
+        res = attnlab_cli(
+            "data", "export", tmp_path / fmt, "--n", "12", "--format", fmt, cwd=tmp_path
+        )
+        assert res.returncode == 0, res.stderr
+    a, b = (open_source(tmp_path / fmt) for fmt in ("folder", "lmdb"))
+    assert (a.kind, b.kind) == ("folder", "lmdb") and [e.label for e in a.entries] == [
+        e.label for e in b.entries
+    ]
+    ca, cb = decode_all(a, 32, True), decode_all(b, 32, True)
+    assert all(torch.equal(x, y) for x, y in zip(ca.images, cb.images, strict=True))
+    assert not list(tmp_path.glob(".*partial"))
