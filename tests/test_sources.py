@@ -61,14 +61,15 @@ def test_folder_list_and_lmdb_give_identical_training_tensors(fifty):
             assert torch.equal(a.images, b.images)
 
 
-def test_the_stream_state_resumes_the_same_batches(fifty):
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_the_stream_state_resumes_the_same_batches(fifty, prefetch):
     d = tiny_config("attention").data
     cache = decode_all(open_source(fifty["folder"]), d.height, d.crop)
-    a = SourceStream(cache, 8, seed=1, data=d)
+    a = SourceStream(cache, 8, seed=1, data=d, prefetch=prefetch)
     a.next()
     state = a.state()
     want = [a.next() for _ in range(2)]
-    b = SourceStream(cache, 8, seed=99, data=d)
+    b = SourceStream(cache, 8, seed=99, data=d, prefetch=prefetch)
     b.next()  # a batch already prefetched from another state is dropped
     b.load_state(state)
     for x, y in zip(want, [b.next() for _ in range(2)], strict=True):
