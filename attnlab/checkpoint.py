@@ -110,7 +110,7 @@ def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
 def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[Reader, ExperimentConfig]:
     """Rebuild the reader a checkpoint was trained as and load its weights."""
     cfg = config_of(ckpt)
-    reader = registry.build(cfg.model, cfg.data.height)
+    reader = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
     load_weights(reader, ckpt, path)
     reader.eval()
     return reader, cfg

@@ -372,8 +372,9 @@ def data_export(
     n: int = typer.Option(100, "--n", help="Number of strips."),
     lengths: str = typer.Option("1-8", "--lengths", help="Length range LOW-HIGH, e.g. 3-6."),
     seed: int = typer.Option(0, "--seed", help="Seed of the strips."),
+    fmt: str = typer.Option("folder", "--format", help="folder (PNGs + labels.csv) or lmdb."),
 ) -> None:
-    """Write synthetic strips as PNG files plus labels.csv (filename,label)."""
+    """Write synthetic strips as PNG files plus labels.csv (filename,label), or an LMDB."""
     from attnlab.data.tasks import export as task
 
     lo, sep, hi = lengths.partition("-")
@@ -385,6 +386,7 @@ def data_export(
         f"export.n={n}",
         f"export.lengths={pair}",
         f"export.seed={seed}",
+        f"export.format={hydra_value(fmt)}",
     ]
     run_task(task, [*overrides, *ctx.args], "attnlab data export")
 

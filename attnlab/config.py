@@ -73,6 +73,17 @@ class DataConfig:
     jpeg_quality: list[float] = field(default_factory=lambda: [15.0, 75.0])  # JPEG quality
     val_per_length: int = 200  # strips per seen length in the fixed validation sets
     eval_seed: int = 20_240_808  # fixed evaluation sets derive their seeds from this
+    # --- labelled strips (data=folder; attnlab.data.sources, attnlab.data.source_train) ---
+    source: str = "synthetic"  # synthetic | folder (data=folder sets it)
+    # data=folder: a folder with labels.csv, a list file (path<TAB>label) or an LMDB
+    # (num-samples, image-%09d, label-%09d). Strips of the seen lengths train the reader.
+    path: str | None = None
+    val_path: str | None = None  # validation and test strips; None = a share of data.path
+    val_share: float = 0.1  # of data.path, held out (seeded by eval_seed), never trained on
+    mix: float = 0.0  # share of synthetic strips in each training batch (data=folder)
+    crop: bool = True  # ink placed as the generator places it, as eval.crop does
+    skip_long: bool = False  # labels too long for the reader: skipped (counted), not refused
+    charset: str = "0123456789"  # the characters a label may hold; the readers' vocabulary
 
 
 @dataclass
@@ -167,6 +178,9 @@ class ExperimentConfig:
     """The config of ``attnlab train`` and of every sweep job."""
 
     seed: int = 0
+    # A run directory (its best.pt) or checkpoint to start from: what fits is loaded, the
+    # rest (another charset's output layer) re-initialised and listed (attnlab.finetune).
+    init_from: str | None = None
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = MISSING  # the config group `model` chooses a reader's subclass
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -205,6 +219,7 @@ class ExportConfig:
     n: int = 100
     lengths: list[int] = field(default_factory=lambda: [1, 8])
     seed: int = 0
+    format: str = "folder"  # folder (PNGs + labels.csv) | lmdb (strhub/DTRB layout)
 
 
 @dataclass
@@ -284,7 +299,29 @@ def _check_pairs(section: Any, prefix: str, keys: list[str], low: float = 0.0) -
         _require(ok, f"{prefix}.{key}", pair, f"must be [low, high] with {low:g} <= low <= high")
 
 
+def check_sources(d: Any) -> None:
+    """The labelled-strip keys (data=folder)."""
+    ok = d.source in ("synthetic", "folder")
+    _require(ok, "data.source", d.source, "must be synthetic or folder (data=folder)")
+    if d.source == "folder":
+        need = "data=folder needs data.path=PATH (labels.csv folder, list file or LMDB)"
+        _require(bool(d.path), "data.path", d.path, need)
+    share = d.val_share
+    _require(_finite(share) and 0 <= share <= 0.9, "data.val_share", share, "must be in [0, 0.9]")
+    ok = d.source != "folder" or share > 0 or bool(d.val_path)
+    _require(ok, "data.val_share", share, "must be > 0 unless data.val_path is given")
+    _require(_finite(d.mix) and 0 <= d.mix < 1, "data.mix", d.mix, "must be in [0, 1)")
+    chars = str(d.charset)
+    ok = len(chars) >= 1 and len(set(chars)) == len(chars) and not any(c.isspace() for c in chars)
+    _require(ok, "data.charset", chars, "must list each character once, no spaces")
+    drawn = d.source == "synthetic" or d.mix > 0  # the generator draws the ten digits
+    ok = not drawn or set("0123456789") <= set(chars)
+    _require(ok, "data.charset", chars, "must hold the digits 0-9 for synthetic strips "
+             "(another charset: data=folder with data.mix=0)")  # fmt: skip
+
+
 def check_data(d: Any) -> None:
+    check_sources(d)
     _require(d.height >= 16, "data.height", d.height, "must be >= 16 px")
     if d.train_length_set is not None:
         values = list(d.train_length_set)

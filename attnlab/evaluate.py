@@ -23,7 +23,7 @@ from rapidfuzz.distance import Levenshtein
 from attnlab import checkpoint, explore, maps, metrics
 from attnlab.analysis import threshold_rows
 from attnlab.config import EvalConfig, check_eval, seen_lengths, span
-from attnlab.data.folder import load_folder
+from attnlab.data.source_train import held_out_strips, load_labelled
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import reports_user_errors
 from attnlab.eval_figures import draw_pace, draw_reliability, draw_stops, pace_tracks
@@ -71,10 +71,20 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     seen = seen_lengths(exp.data)
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
-    if cfg.folder:
-        strips, files = load_folder(cfg.folder, exp.data.height, log.warning, cfg.crop)
+    split = ckpt.get("data_split")  # a run trained on labelled strips (data=folder)
+    if cfg.folder or split is not None:
+        if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
+            strips, files = load_labelled(
+                cfg.folder, exp.data.height, log.warning, cfg.crop, exp.data.charset
+            )
+        else:  # by default: the strips it held out, never trained on
+            strips, files = held_out_strips(exp.data, split, log.warning)
         source = "folder"
-        name = cfg.name or f"folder-{Path(cfg.folder).resolve().name}-{decoding}"
+        name = cfg.name or (
+            f"folder-{Path(cfg.folder).resolve().name}-{decoding}"
+            if cfg.folder
+            else f"held-out-{decoding}"
+        )
         sets = {
             n: (strips.select(idx), [files[i] for i in idx])
             for n, idx in _by_length(strips).items()
@@ -165,18 +175,18 @@ def _write_evaluation(
         EvalMeta(
             name=name,
             source=source,
-            folder=str(cfg.folder) if cfg.folder else None,
+            folder=str(cfg.folder) if cfg.folder else (ckpt.get("data_split") or {}).get("path"),
             decoding=decoding,
             reader=reader.name,
             seen_lengths=seen,
             lengths=sorted(sets),
-            n_per_length=None if cfg.folder else cfg.n,
+            n_per_length=None if source == "folder" else cfg.n,
             checkpoint=str(ckpt_path),
             step=int(ckpt.get("step", 0)),
             extra={
                 "oracle_length": bool(cfg.oracle_length),
                 "ece_bins": cfg.ece_bins,
-                **({"crop": bool(cfg.crop)} if cfg.folder else {}),
+                **({"crop": bool(cfg.crop)} if source == "folder" else {}),
                 # what the report checks before it pairs two evaluations strip by strip
                 STRIP_PRINTS: {str(n): strips_digest(strips) for n, (strips, _) in sets.items()},
             },

@@ -42,6 +42,7 @@ METRICS = "metrics.json"
 OBJECTIVE = "objective.json"  # {name, value, direction}: what a sweeper was returned
 EVAL = "eval"
 LOCK = ".lock"
+SPLIT = "data_split.json"  # data=folder: source, held-out strip ids, counts (source_train)
 # eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
 # left by a killed process.
 HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
@@ -265,6 +266,16 @@ class RunDir:
         write_text(self.history, buf.getvalue())
 
     # -- the lock ------------------------------------------------------------------------------
+    @property
+    def split_file(self) -> Path:
+        return self.path / SPLIT
+
+    def write_split(self, record: dict[str, Any]) -> None:
+        write_json(self.split_file, record)
+
+    def read_split(self) -> dict[str, Any]:
+        return _load_json(self.split_file)
+
     def lock(self, purpose: str) -> RunLock:
         return RunLock(self.path / LOCK, purpose)
 

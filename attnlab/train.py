@@ -122,7 +122,8 @@ class Trainer:
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
         torch.manual_seed(cfg.seed)
-        self.model = registry.build(cfg.model, cfg.data.height).to(self.device)
+        self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
+        self.model = self.model.to(self.device)
         self.params = count_parameters(self.model)
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
@@ -131,16 +132,26 @@ class Trainer:
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             self.opt, lambda s: lr_factor(s, o.warmup_steps, t.steps, o.min_lr_ratio)
         )
-        self.stream = TrainStream(
-            self.synth,
-            self.seen,
-            t.batch_size,
-            set_seed(cfg.seed, "train", 0),
-            by_length=cfg.data.batch_by_length,
-        )
-        self.val_sets = {
-            n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen
-        }
+        self.split: dict[str, Any] | None = None  # data=folder: what the run holds out
+        self.started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
+        if cfg.data.source == "folder":  # labelled strips: attnlab.data.source_train
+            from attnlab.data.source_train import folder_data
+
+            got = folder_data(
+                cfg, self.model, self.seen, set_seed(cfg.seed, "train", 0), self.synth
+            )
+            self.stream, self.val_sets, self.split = got.stream, got.val_sets, got.record
+        else:
+            self.stream = TrainStream(
+                self.synth,
+                self.seen,
+                t.batch_size,
+                set_seed(cfg.seed, "train", 0),
+                by_length=cfg.data.batch_by_length,
+            )
+            self.val_sets = {
+                n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen
+            }
         self.step = 0
         self.best = Best()
         self.history: list[dict[str, Any]] = []
@@ -152,6 +163,10 @@ class Trainer:
         self.writer = None
         self.hydra_files = run.hydra_files()
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
+        if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.finetune)
+            from attnlab.finetune import init_from
+
+            self.started_from = init_from(self.model, cfg, str(cfg.init_from))
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -171,6 +186,8 @@ class Trainer:
             "val": self.last_val,
             "params": self.params,
             "timing": {"train_seconds": self.train_seconds, "steps": self.trained_steps},
+            **({"data_split": self.split} if self.split is not None else {}),
+            **({"init_from": self.started_from} if self.started_from is not None else {}),
         }
 
     def resume(self) -> bool:
@@ -199,6 +216,7 @@ class Trainer:
             ckpt.get("best_metrics", {}),
         )
         self.last_val = ckpt.get("val", {})
+        self.started_from = ckpt.get("init_from")
         timing = ckpt.get("timing") or {}
         self.train_seconds = float(timing.get("train_seconds", 0.0))
         self.trained_steps = int(timing.get("steps", 0))
@@ -258,7 +276,7 @@ class Trainer:
             r = read_strips(self.model, strips, self.device, 512, keep_weights=False)
             exact, cer = quick_scores(strips.labels, r.texts)
             by_length[str(n)] = {"exact_acc": exact, "cer": cer}
-            if n == max(self.seen):
+            if n == max(self.val_sets):
                 shown = [
                     (strips.labels[i], r.texts[i], float(r.confidence[i]))
                     for i in range(min(self.cfg.train.examples_shown, len(strips)))
@@ -288,7 +306,8 @@ class Trainer:
         """Weights of a few validation strips as TensorBoard images, when the reader has them."""
         if not self.cfg.train.maps_logged:
             return
-        strips = self.val_sets[max(self.seen)].select(range(self.cfg.train.maps_logged))
+        top = self.val_sets[max(self.val_sets)]
+        strips = top.select(range(min(self.cfg.train.maps_logged, len(top))))
         r = read_strips(self.model, strips, self.device, 64)
         for i, w in enumerate(r.weights or []):
             img = torch.from_numpy(w).float()
@@ -311,6 +330,8 @@ class Trainer:
         resumed = self.resumed
         remove_orphans(self.run_dir.checkpoints)
         self.run_dir.write_status(RunStatus.running, self.step)
+        if self.split is not None:  # the held-out strips' ids, before any step trains
+            self.run_dir.write_split(self.split)
         self.writer = SummaryWriter(str(self.run_dir.tb), purge_step=self.step or None)
         log.info(
             "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",

@@ -17,6 +17,9 @@ Sections:
             length, 1,000 strips each); without it, an untrained attention reader
   converge  (only when asked) training wall time until every seen length reaches 99% exact
             accuracy on its validation set
+  folder    (only when asked) strips/s of training from a folder of labelled strips
+            (data=folder: an `attnlab data export` of --folder-n strips, lengths 1-8) against
+            training on synthesis, one after the other, same reader; target >= 90%
   typefaces (only when asked) held-out typeface benchmark: scripts/typefaces.py with its
             defaults (one training per left-out family; about 3 minutes each on 2 cores)
 
@@ -43,7 +46,7 @@ import torch
 
 from attnlab.rundir import RunDir
 
-SECTIONS = ("synth", "train", "eval", "converge", "typefaces")
+SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder")
 DEFAULT_SECTIONS = ("synth", "train", "eval")
 
 SYNTH_TARGET = 20_000  # strips/s on one core
@@ -53,6 +56,7 @@ TRAIN_REFERENCE = {"fixed": 1_000, "attention": 650}
 EVAL_TARGET_S = 30.0  # the default evaluation (16 lengths x 1,000 strips) on a 2-core CPU
 CONVERGE_REFERENCE_S = 150.0  # to 97% on the seen lengths
 CONVERGE_TARGET_S = 90.0  # to 99% on every seen length
+FOLDER_TARGET = 0.9  # folder strips/s over synthesis strips/s, same reader
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +307,53 @@ def show_train(results: list[dict[str, Any]], device: str) -> None:
             f"(peak RSS is set before training starts ({fmt(setup)} MiB, mostly the transient "
             "of building the glyph bank); RSS after = resident memory while training)"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# folder: training on labelled strips against synthesis
+
+
+def bench_folder(args, device: str) -> dict[str, Any]:
+    """The training step's strips/s with data=folder (a folder exported here) and with
+    synthesis, each in its own process; the folder's decoding is set-up, not timed."""
+    import subprocess
+
+    reader = args.reader or "attention"
+    with tempfile.TemporaryDirectory(prefix="attnlab_bench_folder_") as tmp:
+        folder = Path(tmp) / "strips"
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "attnlab.cli", "data", "export", str(folder)]
+        subprocess.run([*cmd, "--n", str(args.folder_n), "--lengths", "1-8"], check=True)
+        export_s = time.perf_counter() - t0
+        synth = in_child(bench_train, reader, device, args.train_seconds, args.override)
+        real_overrides = [*args.override, "data=folder", f"data.path={folder}"]
+        real = in_child(bench_train, reader, device, args.train_seconds, real_overrides)
+    ratio = real["strips_per_s"] / max(synth["strips_per_s"], 1e-9)
+    return {
+        "reader": reader,
+        "strips": args.folder_n,
+        "export_s": round(export_s, 1),
+        "synthesis": synth,
+        "folder": real,
+        "ratio": round(ratio, 3),
+        "target_ratio": FOLDER_TARGET,
+        "meets_target": ratio >= FOLDER_TARGET,
+    }
+
+
+def show_folder(r: dict[str, Any], device: str) -> None:
+    print(f"folder: Trainer.train_step of the {r['reader']} reader on {device}")
+    runs = (("synthesis", r["synthesis"]), (f"folder ({r['strips']} strips)", r["folder"]))
+    rows = [
+        [name, fmt(x["strips_per_s"]), f"{x['steps']} x {x['batch_size']} in {x['seconds']} s",
+         f"{100 * x['data_share']:.0f}%"]
+        for name, x in runs
+    ]  # fmt: skip
+    print(table(rows, ["training strips", "strips/s", "steps", "data share"]))
+    print(
+        f"folder / synthesis = {100 * r['ratio']:.0f}% (target >= {100 * r['target_ratio']:.0f}%) "
+        f"{verdict(r['meets_target'])}; export of the folder took {r['export_s']} s"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,6 +639,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="eval: also time evaluate_run end to end (tables, bootstrap, maps); needs --run",
     )
+    p.add_argument("--folder-n", type=int, default=20_000, help="folder: strips exported")
     p.add_argument("--max-seconds", type=float, default=300.0, help="converge: training limit")
     p.add_argument("--val-every", type=int, default=50, help="converge: steps between checks")
     p.add_argument("--threshold", type=float, default=0.99, help="converge: exact accuracy")
@@ -660,6 +712,9 @@ def main(argv: list[str] | None = None) -> int:
             show_eval(r, device)
         elif section == "typefaces":
             r = bench_typefaces(args.reader or "attention")
+        elif section == "folder":
+            r = bench_folder(args, device)
+            show_folder(r, device)
         else:
             r = bench_converge(args, device, args.reader or "attention")
             show_converge(r, device)

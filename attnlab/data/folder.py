@@ -71,14 +71,15 @@ def to_grey(im, path: Path) -> np.ndarray:
     return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
 
 
-def decode(path: Path, notes: list[str]) -> np.ndarray:
-    """The first frame of an image file as grey (H, W); every failure is one UserError line."""
+def decode(path: Path, notes: list[str], data: bytes | None = None) -> np.ndarray:
+    """The first frame of an image file as grey (H, W); every failure is one UserError line.
+    ``data``: the file's bytes (an LMDB record), ``path`` then only names it."""
     from PIL import Image, ImageOps
 
     try:
         with warnings.catch_warnings():  # one limit: refuse what Pillow only warns about
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(path)
+            im = Image.open(path if data is None else io.BytesIO(data))
         with im:
             if (
                 getattr(im, "is_animated", False) and im.format != "MPO"
@@ -183,17 +184,22 @@ def crop_to_ink(grey: np.ndarray) -> np.ndarray:
 
 
 def load_image(
-    path: Path | str, height: int, warn: Warn = warn_stderr, crop: bool = False
+    path: Path | str,
+    height: int,
+    warn: Warn = warn_stderr,
+    crop: bool = False,
+    data: bytes | None = None,
 ) -> torch.Tensor:
     """Any image file -> (height, W) float in [0, 1], 1 = paper, aspect ratio kept.
 
     Light ink on dark paper is inverted. ``crop``: the ink is first placed as the
     generator places it (``crop_to_ink``), whatever margins the file has.
     Raises one-line UserErrors; anything doubtful goes to ``warn`` as one line naming the file.
+    ``data``: the image file's bytes (an LMDB record named ``path``).
     """
     path = Path(path)
     notes: list[str] = []
-    grey = decode(path, notes)  # (H, W)
+    grey = decode(path, notes, data)  # (H, W)
     note = shape_note(*grey.shape)
     notes += [note] if note else []
     if is_inverted(grey):
@@ -245,8 +251,9 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
     return list(first.values())
 
 
-def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
-    """(filename, label, line number) rows of ``folder/labels.csv``, checked."""
+def read_labels(folder: Path, warn: Warn = warn_stderr, digits_only: bool = True) -> list[Row]:
+    """(filename, label, line number) rows of ``folder/labels.csv``, checked.
+    ``digits_only`` False: labels are checked against a charset later (attnlab.data.sources)."""
     path = folder / LABELS
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
@@ -267,7 +274,7 @@ def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
                     f"{path}:{line}: expected 2 fields (filename,label), got {len(row)}"
                 )
             name, label = row[0].strip(), row[1].strip()
-            if not label.isdigit() or not label.isascii():
+            if digits_only and (not label.isdigit() or not label.isascii()):
                 raise UserError(f"{path}:{line}: label {label!r} is not a string of digits 0-9")
             if not (folder / name).is_file():
                 raise UserError(f"{path}:{line}: image file {name!r} not found in {folder}")

@@ -69,6 +69,16 @@ def export(cfg: DictConfig) -> None:
     e = cfg.export
     if Path(e.out).exists() and not Path(e.out).is_dir():
         raise UserError(f"export.out={e.out}: exists and is not a folder")
+    if e.format not in ("folder", "lmdb"):
+        raise UserError(f"export.format={e.format}: must be folder or lmdb")
     strips = _sample(cfg, e.n, e.lengths, "export", e.seed, sort=False)
+    if e.format == "lmdb":  # the layout data=folder data.path=OUT reads back
+        from attnlab.data.sources import export_lmdb
+
+        out = export_lmdb(strips, Path(e.out))
+        print(
+            f"wrote {len(strips)} strips as an LMDB (num-samples, image-%09d, label-%09d) to {out}"
+        )
+        return
     out = export_folder(strips, Path(e.out))
     print(f"wrote {len(strips)} strips and labels.csv to {out}")

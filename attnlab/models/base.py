@@ -14,6 +14,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from attnlab import tokens
 from attnlab.config import ModelConfig
 from attnlab.models.encoder import ColumnEncoder
 
@@ -38,6 +39,8 @@ class Reader(nn.Module):
         """``recurrent`` False builds the column encoder without its BiGRU, for a reader that
         encodes the column features its own way (``self.encoder.features``)."""
         super().__init__()
+        self.charset = tokens.building_charset()  # the characters it reads (data.charset)
+        self.vocab = tokens.vocab_size(self.charset)  # PAD, BOS, EOS + the charset
         self.encoder = ColumnEncoder(cfg, height, recurrent)
 
     def loss(self, images: torch.Tensor, widths: torch.Tensor, labels: list[str]) -> torch.Tensor:
@@ -73,6 +76,14 @@ class Reader(nn.Module):
         each (B, Lmax + 1, T), reading ``texts`` as given (teacher forcing: one step per
         digit, then EOS's). None (the default): the reader has one attention, its weights.
         ``attnlab eval`` draws these per-head maps for a few strips."""
+        return None
+
+    def too_long(self, label: str, columns: int) -> str | None:
+        """Why this reader cannot be trained on ``label`` in a strip of ``columns`` encoder
+        columns (None: it can). Default: one output step per column at most. Training on
+        labelled strips checks every label with it before anything is written."""
+        if len(label) > columns:
+            return f"{len(label)} characters, {columns} columns"
         return None
 
 

@@ -10,16 +10,21 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+DIGITS = "0123456789"
 BLANK = 10  # class of the CTC blank; class d < 10 is digit d
 CLASSES = 11
 
 
-def label_targets(labels: list[str], device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Labels -> digit classes (B, Lmax) padded with 0, and lengths (B,)."""
+def label_targets(
+    labels: list[str], device, charset: str = DIGITS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Labels -> classes (B, Lmax) padded with 0 (character i of ``charset`` is class i),
+    and lengths (B,)."""
+    index = {c: i for i, c in enumerate(charset)}
     lengths = torch.tensor([len(s) for s in labels], dtype=torch.long)
     targets = torch.zeros(len(labels), max(1, max(map(len, labels), default=0)), dtype=torch.long)
     for i, s in enumerate(labels):
-        targets[i, : len(s)] = torch.tensor([int(c) for c in s], dtype=torch.long)
+        targets[i, : len(s)] = torch.tensor([index[c] for c in s], dtype=torch.long)
     return targets.to(device), lengths.to(device)
 
 
@@ -29,19 +34,24 @@ def columns_needed(label: str) -> int:
 
 
 def ctc_nll(
-    logp: torch.Tensor, cols: torch.Tensor, labels: list[str], zero_infinity: bool = False
+    logp: torch.Tensor,
+    cols: torch.Tensor,
+    labels: list[str],
+    zero_infinity: bool = False,
+    charset: str = DIGITS,
 ) -> torch.Tensor:
     """CTC negative log-likelihood of ``labels`` summed over the batch, per label digit (as
     the step-wise readers' cross-entropy is per token). logp (B, T, CLASSES) log posteriors,
     cols (B,) real columns. ``zero_infinity``: a strip with too few columns for its label
-    adds 0 instead of an infinite loss."""
-    targets, tlen = label_targets(labels, logp.device)
+    adds 0 instead of an infinite loss. ``charset``: its characters are classes 0..n-1 and
+    the blank is class n (``BLANK`` for the digits)."""
+    targets, tlen = label_targets(labels, logp.device, charset)
     nll = F.ctc_loss(
         logp.float().transpose(0, 1),
         targets,
         cols,
         tlen,
-        blank=BLANK,
+        blank=len(charset),
         reduction="sum",
         zero_infinity=zero_infinity,
     )

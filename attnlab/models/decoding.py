@@ -73,15 +73,16 @@ class StepwiseReader(Reader):
         """``memory_size``: the size of ``Memory.states`` when ``encode`` returns other states
         than the encoder's (the auxiliary CTC classifier reads them); default its own."""
         super().__init__(cfg, height, recurrent)
-        self.embed = nn.Embedding(tokens.VOCAB, cfg.embed)
+        self.embed = nn.Embedding(self.vocab, cfg.embed)
         state = self.encoder.state_size
         self.init = nn.Linear(state, cfg.dec_hidden)
-        self.out = nn.Linear(cfg.dec_hidden + state + cfg.embed, tokens.VOCAB)
+        self.out = nn.Linear(cfg.dec_hidden + state + cfg.embed, self.vocab)
         if cfg.ctc_aux < 0:
             raise UserError(f"model.ctc_aux must be >= 0 (a loss weight), got {cfg.ctc_aux}")
         self.ctc_aux = float(cfg.ctc_aux)
         columns = memory_size or state
-        self.ctc_head = nn.Linear(columns, ctc_loss.CLASSES) if self.ctc_aux > 0 else None
+        classes = len(self.charset) + 1  # the charset, then the blank
+        self.ctc_head = nn.Linear(columns, classes) if self.ctc_aux > 0 else None
 
     def encode(self, images: torch.Tensor, widths: torch.Tensor) -> Memory:
         states, lengths, summary = self.encoder(images, widths)
@@ -134,7 +135,7 @@ class StepwiseReader(Reader):
     def loss(self, images, widths, labels):
         """Cross-entropy of every target token ``[d1..dL, EOS]`` given ``[BOS, d1..dL]``,
         plus ``ctc_aux`` x the CTC loss of the labels on the column states (when on)."""
-        inputs, targets = tokens.encode(labels)
+        inputs, targets = tokens.encode(labels, self.charset)
         memory = self.encode(images, widths)
         logits, _ = self.teacher_forcing(memory, inputs.to(images.device))
         loss = nn.functional.cross_entropy(
@@ -146,7 +147,7 @@ class StepwiseReader(Reader):
             return loss
         logp = torch.log_softmax(self.ctc_head(memory.states).float(), -1)  # (B, T, CLASSES)
         # A strip too narrow for its label's CTC path (rare at the default strides) adds 0.
-        aux = ctc_loss.ctc_nll(logp, memory.lengths, labels, zero_infinity=True)
+        aux = ctc_loss.ctc_nll(logp, memory.lengths, labels, True, self.charset)
         return loss + self.ctc_aux * aux
 
     @torch.no_grad()
@@ -159,7 +160,7 @@ class StepwiseReader(Reader):
     def digit_probs(self, images, widths, texts):
         """Teacher forcing on ``texts``: (B, Lmax + 1) probability of each digit of each text,
         then of EOS, given the text before it; 0 past the end."""
-        inputs, targets = tokens.encode(texts)
+        inputs, targets = tokens.encode(texts, self.charset)
         inputs, targets = inputs.to(images.device), targets.to(images.device)
         logits, _ = self(images, widths, inputs)
         p = torch.softmax(logits.float(), -1).gather(-1, targets[..., None])[..., 0]
@@ -220,7 +221,9 @@ def greedy(reader: StepwiseReader, memory: Memory, lengths: torch.Tensor | None 
     if w_t is not None:  # steps after a row's EOS carry no weights
         w_t = w_t * (ids_t != tokens.PAD)[..., None]
     steps = (ids_t != tokens.PAD).sum(1).clamp(min=1)
-    return Decoded(tokens.decode(ids_t), logp_sum.exp(), w_t, memory.lengths, logp_sum / steps)
+    return Decoded(
+        tokens.decode(ids_t, reader.charset), logp_sum.exp(), w_t, memory.lengths, logp_sum / steps
+    )
 
 
 def _constrain(logp: torch.Tensor, t: int, limits: torch.Tensor, oracle: bool) -> torch.Tensor:
@@ -304,7 +307,11 @@ def beam_search(
     if whist is not None:
         weights = whist[r, best].float() * (ids != tokens.PAD)[..., None]
     found = Decoded(
-        tokens.decode(ids), scores[r, best].exp(), weights, memory.lengths, norm[r, best]
+        tokens.decode(ids, reader.charset),
+        scores[r, best].exp(),
+        weights,
+        memory.lengths,
+        norm[r, best],
     )
     return _better(found, greedy(reader, memory, lengths))
 

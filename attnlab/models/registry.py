@@ -115,8 +115,9 @@ def config_node(name: str, values: dict | None = None):
     return OmegaConf.merge(node, values) if values else node
 
 
-def build(cfg: ModelConfig, height: int) -> Reader:
-    """The reader ``cfg.name`` built from its config (checked against the reader's schema)."""
+def build(cfg: ModelConfig, height: int, charset: str | None = None) -> Reader:
+    """The reader ``cfg.name`` built from its config (checked against the reader's schema),
+    for ``charset`` (``data.charset``; None: the ten digits): its vocabulary."""
     spec = get(str(cfg.name))
     typed = OmegaConf.get_type(cfg) if OmegaConf.is_config(cfg) else type(cfg)
     if typed is not None and typed is not spec.config and issubclass(typed, ModelConfig):
@@ -124,4 +125,7 @@ def build(cfg: ModelConfig, height: int) -> Reader:
             f"model.name={cfg.name} does not match the chosen model config "
             f"({typed.__name__}); choose the reader with model={cfg.name}, not model.name"
         )
-    return spec.reader(cfg, height)
+    from attnlab import tokens
+
+    with tokens.building(charset or tokens.DIGITS):
+        return spec.reader(cfg, height)

@@ -33,7 +33,14 @@ from torch import nn
 from attnlab.config import ModelConfig
 from attnlab.errors import UserError
 from attnlab.models.base import Decoded, Reader
-from attnlab.models.ctc_loss import BLANK, CLASSES, columns_needed, ctc_nll, label_targets
+from attnlab.models.ctc_loss import (
+    BLANK,
+    CLASSES,
+    DIGITS,
+    columns_needed,
+    ctc_nll,
+    label_targets,
+)
 from attnlab.models.registry import register
 
 NEG = float("-inf")
@@ -315,7 +322,17 @@ def digit_probs_of(logp, cols, texts: list[str]) -> torch.Tensor:
 class CTCReader(Reader):
     def __init__(self, cfg: CTCConfig, height: int):
         super().__init__(cfg, height)
+        if self.charset != DIGITS:  # its decoders number the classes as digits (BLANK = 10)
+            raise UserError(
+                f"model=ctc reads the ten digits only; data.charset={self.charset!r} needs a "
+                f"step-wise reader (attention, fixed, location, window, transformer)"
+            )
         self.classify = nn.Linear(self.encoder.state_size, CLASSES)
+
+    def too_long(self, label, columns):
+        if columns_needed(label) > columns:  # a blank between repeated characters
+            return f"CTC needs {columns_needed(label)} columns, the strip has {columns}"
+        return None
 
     def log_probs(self, images, widths):
         """(B, T, C) log posteriors in float32, and the real columns (B,)."""

@@ -99,13 +99,21 @@ def check_config(cfg: TransformerConfig) -> None:
     "transformer reader: masked self-attention over the digits, cross-attention over columns",
 )
 class TransformerReader(StepwiseReader):
+    def too_long(self, label, columns):
+        steps = self.learned_steps
+        if steps is not None and len(label) + 1 > steps:  # a learned position per step
+            return f"{len(label) + 1} steps, the learned table holds model.max_len={steps}"
+        return super().too_long(label, columns)
+
     def __init__(self, cfg: TransformerConfig, height: int):
         check_config(cfg)
         transformer_columns = Columns(cfg.encoder) is Columns.transformer
         super().__init__(cfg, height, recurrent=not transformer_columns, memory_size=cfg.dec_hidden)
         d = cfg.dec_hidden
         del self.init  # a transformer decoder starts from BOS alone, not from a summary
-        self.out = nn.Linear(d, tokens.VOCAB)  # after the decoder's final LayerNorm
+        self.out = nn.Linear(d, self.vocab)  # after the decoder's final LayerNorm
+        learned = Pos(cfg.dec_pos or cfg.pos) is Pos.learned
+        self.learned_steps = cfg.max_len if learned else None
         self.embed_proj = nn.Identity() if cfg.embed == d else nn.Linear(cfg.embed, d, bias=False)
         self.columns = nn.Linear(self.encoder.state_size, d)  # (B, T, 2H) -> (B, T, D)
         rel = (cfg.rel_buckets, cfg.rel_max_distance)
@@ -164,7 +172,7 @@ class TransformerReader(StepwiseReader):
     def head_weights(self, images, widths, texts):
         """Every decoder layer's and head's cross-attention (B, S, T), one call: the causal
         mask makes these the weights free decoding had at each step of the same reading."""
-        inputs, _ = tokens.encode(texts)
+        inputs, _ = tokens.encode(texts, self.charset)
         memory = self.encode(images, widths)
         _, weights, _ = self.decoder(
             self._embed(inputs.to(images.device)), memory.kv, memory.mask, every_head=True

@@ -130,8 +130,8 @@ class WindowReader(StepwiseReader):
     def stop_bias(self, passed: torch.Tensor) -> torch.Tensor:
         """(B, V) logit bias of the stop rule: EOS only, once the window has passed the end;
         under ``end``, no EOS before."""
-        bias = torch.zeros(passed.shape[0], tokens.VOCAB, device=passed.device)
-        is_eos = torch.arange(tokens.VOCAB, device=passed.device) == tokens.EOS  # (V,)
+        bias = torch.zeros(passed.shape[0], self.vocab, device=passed.device)
+        is_eos = torch.arange(self.vocab, device=passed.device) == tokens.EOS  # (V,)
         bias = bias.masked_fill(passed[:, None] & ~is_eos, -FORCE)
         if self.stop is Stop.end:
             bias = bias.masked_fill(~passed[:, None] & is_eos, -FORCE)

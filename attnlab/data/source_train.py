@@ -1,0 +1,230 @@
+"""Training on labelled strips (``data=folder``): the held-out split, the label checks, the
+training stream and the validation sets, all built before a run writes anything.
+
+- The held-out share (``data.val_share`` of ``data.path``, drawn from ``data.eval_seed``) is
+  never trained on; ``FolderData.record`` lists its ids, and the run keeps that record
+  (``RunDir.split_file`` and the checkpoint), so ``attnlab eval RUN`` tests on those strips.
+- Training strips are the other strips of the seen lengths (``data.train_lengths``); a
+  label the reader cannot be trained on (``Reader.too_long``) is refused in one line unless
+  ``data.skip_long`` skips it (counted in the log and the record).
+- ``SourceStream`` draws batches from the decoded cache with the training augmentation and
+  ``data.mix`` synthetic strips; its state is the generator's after the batches handed out,
+  so a resumed run draws what it would have. Drawing a batch from the cache is cheap (the
+  decoding was done once); preparing it one batch ahead in a worker thread (``prefetch``)
+  halved the attention reader's strips/s on 2 cores (950 against 1,960: the worker's torch
+  ops and the step's compete for the same two threads), so it is off by default.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab.data.augment import jpeg, shading, vary_strips
+from attnlab.data.ranges import uniform
+from attnlab.data.sources import Source, StripCache, check_charset, decode_all, open_source
+from attnlab.data.strips import StripBatch, StripSynth, pad_strips, set_seed
+from attnlab.errors import UserError
+
+log = logging.getLogger("attnlab.train")
+
+
+def held_out(n: int, share: float, seed: int) -> list[int]:
+    """Indices of the held-out share of ``n`` strips: the same for every run of a source."""
+    if share <= 0:
+        return []
+    k = min(n - 1, max(1, round(share * n)))
+    gen = torch.Generator().manual_seed(set_seed(seed, "held-out", n))
+    return sorted(torch.randperm(n, generator=gen)[:k].tolist())
+
+
+def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
+    """The training augmentation on real strips: ``data.augmented`` of them get the
+    whole-strip variation (``vary_strips`` on their ink, 1 - pixel), paper shading and,
+    when on, JPEG; every draw from ``gen``. Padded columns stay paper."""
+    b = len(batch)
+    varied = torch.rand(b, generator=gen) < d.augmented  # (B,)
+    if not bool(varied.any()):
+        return batch
+    images = batch.images
+    w = images.shape[-1]
+    sub, widths = images[varied], batch.widths[varied]
+    ink = vary_strips(1.0 - sub, widths, d, gen)  # (b', H, W) 1 = full ink
+    shade = shading(widths, w, d.shading, gen)  # (b', W)
+    pixels = (1.0 - ink) * shade[:, None, :]
+    if d.jpeg > 0:
+        squeezed = torch.rand(len(sub), generator=gen) < d.jpeg
+        quality = uniform(d.jpeg_quality, len(sub), gen)
+        if bool(squeezed.any()):
+            pixels[squeezed] = jpeg(pixels[squeezed], quality[squeezed])
+    outside = torch.arange(w) >= widths[:, None]  # (b', W)
+    images[varied] = pixels.masked_fill_(outside[:, None, :], 1.0)
+    return batch
+
+
+def join(a: StripBatch, b: StripBatch) -> StripBatch:
+    """Two batches as one, padded with paper to the wider."""
+    images = [a.images[i, :, : int(a.widths[i])] for i in range(len(a))]
+    images += [b.images[i, :, : int(b.widths[i])] for i in range(len(b))]
+    labels = a.labels + b.labels
+    spans = torch.zeros(len(labels), max(map(len, labels)), 2, dtype=torch.long)
+    return pad_strips(images, labels, spans)
+
+
+class SourceStream:
+    """Endless training batches from a strip cache (same interface as ``TrainStream``)."""
+
+    def __init__(
+        self,
+        cache: StripCache,
+        batch_size: int,
+        seed: int,
+        data: Any,
+        synth: StripSynth | None = None,
+        seen: list[int] | None = None,
+        prefetch: bool = False,
+    ):
+        self.cache, self.batch_size, self.data = cache, batch_size, data
+        self.synth = synth if data.mix > 0 else None
+        self.seen = torch.tensor(seen or [1], dtype=torch.long)
+        self.n_synth = round(data.mix * batch_size) if self.synth is not None else 0
+        self.generator = torch.Generator().manual_seed(seed)
+        self.handed = self.generator.get_state()  # the state after the batches handed out
+        self.pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
+        self.ahead: Future | None = None
+
+    def _make(self) -> tuple[StripBatch, torch.Tensor]:
+        g = self.generator
+        pick = torch.randint(0, len(self.cache), (self.batch_size - self.n_synth,), generator=g)
+        batch = augment_real(self.cache.batch(pick), self.data, g)
+        if self.n_synth:
+            lengths = self.seen[torch.randint(0, len(self.seen), (self.n_synth,), generator=g)]
+            batch = join(batch, self.synth.sample(lengths, g, augment=True))
+        return batch, g.get_state()
+
+    def next(self) -> StripBatch:
+        if self.pool is None:
+            batch, self.handed = self._make()
+            return batch
+        ahead = self.ahead or self.pool.submit(self._make)
+        batch, self.handed = ahead.result()
+        self.ahead = self.pool.submit(self._make)
+        return batch
+
+    def state(self) -> torch.Tensor:
+        return self.handed.clone()
+
+    def load_state(self, state: torch.Tensor) -> None:
+        if self.ahead is not None:
+            self.ahead.result()
+            self.ahead = None
+        self.generator.set_state(state)
+        self.handed = state.clone()
+
+
+@dataclass
+class FolderData:
+    stream: SourceStream
+    val_sets: dict[int, StripBatch]
+    record: dict[str, Any]  # what the run keeps: source, held-out ids, counts
+
+
+def _open(path: str, key: str, charset: str) -> Source:
+    source = open_source(Path(path), log.warning, key)
+    check_charset(source, charset)
+    return source
+
+
+def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripSynth):
+    """The training stream and validation sets of ``data=folder``; raises a one-line
+    UserError (nothing written) for a bad label, a missing image or a label too long."""
+    d = cfg.data
+    source = _open(d.path, "data.path", d.charset)
+    val_source = _open(d.val_path, "data.val_path", d.charset) if d.val_path else None
+    held = [] if val_source else held_out(len(source), d.val_share, d.eval_seed)
+    cache = decode_all(source, d.height, d.crop, log.warning)
+    val_cache = decode_all(val_source, d.height, d.crop) if val_source else cache.subset(held)
+    held_set, wanted = set(held), set(seen)
+    columns = reader.encoder.column_lengths(cache.widths).tolist()
+    train, long, unseen = [], [], 0
+    for i, (e, cols) in enumerate(zip(source.entries, columns, strict=True)):
+        if i in held_set:
+            continue
+        if len(e.label) not in wanted:
+            unseen += 1
+            continue
+        why = reader.too_long(e.label, cols)
+        (long if why else train).append((i, why) if why else i)
+    if long and not d.skip_long:
+        i, why = long[0]
+        e = source.entries[i]
+        raise UserError(
+            f"{source.path}: {len(long)} label(s) too long for the {reader.name} reader; first "
+            f"at {e.where} ({e.label!r}: {why}); set data.skip_long=true to skip them"
+        )
+    if not train:
+        raise UserError(
+            f"{source.path}: no strips to train on (seen lengths {seen}, "
+            f"{len(held)} held out, {unseen} of other lengths, {len(long)} too long)"
+        )
+    by_length: dict[int, list[int]] = {}
+    for i, label in enumerate(val_cache.labels):
+        if len(label) in wanted:
+            by_length.setdefault(len(label), []).append(i)
+    if not by_length:
+        raise UserError(
+            f"{d.val_path or d.path}: no validation strips of the seen lengths {seen} "
+            f"(raise data.val_share or give data.val_path)"
+        )
+    val_sets = {n: val_cache.batch(idx) for n, idx in sorted(by_length.items())}
+    record = {
+        "source": source.kind,
+        "path": str(Path(d.path).resolve()),
+        "val_path": str(Path(d.val_path).resolve()) if d.val_path else None,
+        "strips": len(source),
+        "trained": len(train),
+        "held_out": [source.entries[i].id for i in held],
+        "skipped_long": len(long),
+        "other_lengths": unseen,
+        "seen": list(seen),
+    }
+    log.info(
+        "%s %s: %d strips; training on %d of the seen lengths, %d held out, %d of other "
+        "lengths, %d skipped as too long%s",
+        source.kind, source.path, len(source), len(train), len(held), unseen, len(long),
+        f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
+    )  # fmt: skip
+    stream = SourceStream(cache.subset(train), cfg.train.batch_size, seed, d, synth, seen)
+    return FolderData(stream, val_sets, record)
+
+
+def load_labelled(
+    path: Path | str, height: int, warn: Any, crop: bool, charset: str, key: str = "eval.folder"
+) -> tuple[StripBatch, list[str]]:
+    """Every strip of a folder, list file or LMDB, and their ids (``attnlab eval --folder``)."""
+    source = open_source(Path(path), warn, key)
+    check_charset(source, charset)
+    cache = decode_all(source, height, crop, warn)
+    return cache.batch(range(len(cache))), cache.ids
+
+
+def held_out_strips(d: Any, split: dict[str, Any], warn: Any) -> tuple[StripBatch, list[str]]:
+    """The strips a folder-trained run held out (its checkpoint's ``data_split``): all of
+    ``data.val_path`` when it had one, else the recorded ids of ``data.path``."""
+    if split.get("val_path"):
+        return load_labelled(split["val_path"], d.height, warn, d.crop, d.charset, "data.val_path")
+    source = open_source(Path(split["path"]), warn)
+    where = {e.id: i for i, e in enumerate(source.entries)}
+    missing = [s for s in split["held_out"] if s not in where]
+    if missing:
+        raise UserError(
+            f"{split['path']}: {len(missing)} held-out strip(s) of this run are no longer "
+            f"listed (first: {missing[0]!r}); evaluate with --folder instead"
+        )
+    cache = decode_all(source, d.height, d.crop, warn, only=[where[s] for s in split["held_out"]])
+    return cache.batch(range(len(cache))), cache.ids

@@ -1,0 +1,241 @@
+"""Labelled strips as a data source: a folder with ``labels.csv``, a list file of
+``path<TAB>label`` lines (the PaddleOCR/mmocr convention) or an LMDB in the layout of
+deep-text-recognition-benchmark and strhub (``num-samples``, ``image-%09d``, ``label-%09d``).
+
+``open_source`` lists a source's strips (id, label, where: a file:line for errors) and checks
+what can be checked without decoding: every image is there, every label uses only
+``data.charset``. ``decode_all`` decodes every strip once, through the same loader as
+``attnlab eval --folder`` and ``attnlab read`` (``attnlab.data.folder.load_image``: image
+mode, polarity, ink placement, resize), into a ``StripCache`` that batches are gathered from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlab.data.folder import LABELS, Warn, load_image, read_labels, warn_stderr
+from attnlab.data.strips import StripBatch
+from attnlab.errors import UserError
+
+DIGITS = "0123456789"
+LMDB_DATA = "data.mdb"
+
+
+@dataclass
+class Entry:
+    """One labelled strip of a source."""
+
+    id: str  # file name (relative to the source) or LMDB key; what split files record
+    label: str
+    where: str  # "labels.csv:12", "train.txt:3", "lmdb:label-000000003": named in errors
+
+
+@dataclass
+class Source:
+    kind: str  # folder | list | lmdb
+    path: Path
+    entries: list[Entry]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def image_bytes(self) -> Callable[[Entry], bytes | None]:
+        """Per entry: its image file's bytes (LMDB) or None (read from the file itself)."""
+        if self.kind != "lmdb":
+            return lambda e: None
+        env = _open_lmdb(self.path)
+
+        def get(e: Entry) -> bytes | None:
+            with env.begin() as txn:
+                return bytes(txn.get(e.id.encode()))
+
+        return get
+
+    def file_of(self, e: Entry) -> Path:
+        base = self.path if self.kind == "folder" else self.path.parent
+        return self.path / e.id if self.kind == "lmdb" else base / e.id
+
+
+def open_source(path: Path | str, warn: Warn = warn_stderr, key: str = "data.path") -> Source:
+    """The strips listed at ``path`` (folder, list file or LMDB), each image checked present."""
+    path = Path(path)
+    if path.is_dir() and (path / LABELS).is_file():
+        rows = read_labels(path, warn, digits_only=False)
+        entries = [Entry(name, label, f"{path / LABELS}:{line}") for name, label, line in rows]
+        return Source("folder", path, entries)
+    if path.is_dir() and (path / LMDB_DATA).is_file():
+        return Source("lmdb", path, _lmdb_entries(path))
+    if path.is_file():
+        return Source("list", path, _list_entries(path))
+    if path.is_dir():
+        raise UserError(f"{key}={path}: neither a strip folder (labels.csv) nor an LMDB (data.mdb)")
+    raise UserError(f"{key}={path}: no such folder, list file or LMDB")
+
+
+def _list_entries(path: Path) -> list[Entry]:
+    from attnlab.data.folder import labels_text
+
+    entries = []
+    for n, line in enumerate(labels_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, tab, label = line.rstrip("\r").partition("\t")
+        if not tab:
+            raise UserError(f"{path}:{n}: expected 'path<TAB>label', got {line[:60]!r}")
+        where = f"{path}:{n}"
+        if not (path.parent / name).is_file():
+            raise UserError(f"{where}: image file {name!r} not found in {path.parent}")
+        entries.append(Entry(name, label.strip(), where))
+    if not entries:
+        raise UserError(f"{path}: no strips listed")
+    return entries
+
+
+def _open_lmdb(path: Path):
+    import lmdb
+
+    try:
+        return lmdb.open(str(path), readonly=True, lock=False, readahead=False, meminit=False)
+    except lmdb.Error as err:
+        raise UserError(f"{path}: not a readable LMDB ({err})") from err
+
+
+def _lmdb_entries(path: Path) -> list[Entry]:
+    env = _open_lmdb(path)
+    entries = []
+    with env.begin() as txn:
+        raw = txn.get(b"num-samples")
+        if raw is None or not raw.decode(errors="replace").strip().isdigit():
+            raise UserError(f"{path}: LMDB without a num-samples record (strhub/DTRB layout)")
+        for i in range(1, int(raw.decode()) + 1):
+            image, label = f"image-{i:09d}", f"label-{i:09d}"
+            where = f"{path}:{label}"
+            text = txn.get(label.encode())
+            if text is None:
+                raise UserError(f"{where}: missing (num-samples says {int(raw.decode())})")
+            if txn.get(image.encode()) is None:
+                raise UserError(f"{where}: image {image} not found in the LMDB")
+            entries.append(Entry(image, text.decode("utf-8", errors="replace").strip(), where))
+    env.close()
+    if not entries:
+        raise UserError(f"{path}: no strips listed (num-samples is 0)")
+    return entries
+
+
+def check_charset(source: Source, charset: str) -> None:
+    """Refuse labels with a character outside ``charset`` (or empty ones), in one line: how
+    many labels, which characters, and the first file:line. Never a silent drop."""
+    allowed = set(charset)
+    bad = [e for e in source.entries if not e.label or set(e.label) - allowed]
+    if not bad:
+        return
+    chars = sorted(set().union(*(set(e.label) - allowed for e in bad)))
+    empty = sum(1 for e in bad if not e.label)
+    shown = "".join(chars)
+    what = f"characters {shown!r} outside data.charset={charset!r}" if chars else ""
+    what += (" and " if chars and empty else "") + (f"{empty} empty" if empty else "")
+    raise UserError(
+        f"{source.path}: {len(bad)} label(s) with {what}; first at {bad[0].where} "
+        f"({bad[0].label!r}); add the characters to data.charset or fix the labels"
+    )
+
+
+class StripCache:
+    """Every strip of a source decoded once: (height, W) images kept as 8-bit grey (1/255
+    steps; a fifth of float32's memory), gathered into padded batches on demand."""
+
+    def __init__(self, images: list[torch.Tensor], labels: list[str], ids: list[str]):
+        self.images = images  # (H, W_i) uint8, 255 = paper
+        self.labels = labels
+        self.ids = ids
+        self.widths = torch.tensor([im.shape[1] for im in images], dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def batch(self, index: torch.Tensor | list[int]) -> StripBatch:
+        """Strips ``index`` as a StripBatch padded with paper; glyph spans unknown (zero)."""
+        idx = torch.as_tensor(index, dtype=torch.long).tolist()
+        h = self.images[idx[0]].shape[0] if idx else 1
+        w = int(self.widths[idx].max()) if idx else 1
+        out = torch.full((len(idx), h, w), 255, dtype=torch.uint8)  # (B, H, W)
+        for row, i in enumerate(idx):
+            im = self.images[i]
+            out[row, :, : im.shape[1]] = im
+        labels = [self.labels[i] for i in idx]
+        span_len = max((len(s) for s in labels), default=0)
+        spans = torch.zeros(len(idx), span_len, 2, dtype=torch.long)
+        return StripBatch(out.float().mul_(1 / 255.0), self.widths[idx].clone(), labels, spans)
+
+    def subset(self, index: list[int]) -> StripCache:
+        return StripCache(
+            [self.images[i] for i in index],
+            [self.labels[i] for i in index],
+            [self.ids[i] for i in index],
+        )
+
+
+def decode_all(
+    source: Source,
+    height: int,
+    crop: bool,
+    warn: Warn = warn_stderr,
+    only: list[int] | None = None,
+    threads: int = 0,
+) -> StripCache:
+    """Decode the strips of ``source`` (or those at ``only``) once, in parallel threads
+    (Pillow releases the GIL while it decodes); errors and warnings name the file:line."""
+    entries = source.entries if only is None else [source.entries[i] for i in only]
+    data_of = source.image_bytes()
+
+    def one(e: Entry) -> torch.Tensor:
+        try:
+            grey = load_image(
+                source.file_of(e), height, lambda m, w=e.where: warn(f"{w}: {m}"), crop, data_of(e)
+            )
+        except UserError as err:
+            raise UserError(f"{e.where}: {err}") from err
+        return torch.from_numpy(np.round(grey.numpy() * 255).astype(np.uint8))
+
+    workers = threads or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        images = list(pool.map(one, entries))
+    return StripCache(images, [e.label for e in entries], [e.id for e in entries])
+
+
+def export_lmdb(batch: StripBatch, out: Path | str) -> Path:
+    """Strips as PNG records in an LMDB of the strhub/DTRB layout, written under a temporary
+    name and renamed into place (a folder written whole or not at all)."""
+    import io
+
+    import lmdb
+    from PIL import Image
+
+    from attnlab.io import atomic_dir
+
+    def write(work: Path) -> None:
+        work.mkdir(parents=True, exist_ok=True)
+        size = max(1 << 20, 4 * int(batch.images.numel()) + 4096 * len(batch))
+        env = lmdb.open(str(work), map_size=size, subdir=True)
+        with env.begin(write=True) as txn:
+            for i, label in enumerate(batch.labels, start=1):
+                pixels = batch.images[i - 1, :, : int(batch.widths[i - 1])].numpy()
+                buf = io.BytesIO()
+                Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L").save(buf, "PNG")
+                txn.put(f"image-{i:09d}".encode(), buf.getvalue())
+                txn.put(f"label-{i:09d}".encode(), label.encode())
+            txn.put(b"num-samples", str(len(batch)).encode())
+        env.sync()
+        env.close()
+        lock = work / "lock.mdb"
+        if lock.exists():
+            lock.unlink()
+
+    return atomic_dir(Path(out), write)

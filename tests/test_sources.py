@@ -1,0 +1,248 @@
+"""Labelled strips as training data (data=folder): folder, list file and LMDB sources, the
+label checks, the held-out share, resume after a kill (attnlab.data.sources, source_train)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import lmdb
+import pytest
+import torch
+from PIL import Image
+from readers_util import tiny_config
+
+from attnlab.data.folder import export_folder
+from attnlab.data.source_train import SourceStream, held_out
+from attnlab.data.sources import decode_all, open_source
+from attnlab.data.strips import StripSynth
+
+TINY = ["preset=tiny", "train.progress=plain"]
+
+
+@pytest.fixture(scope="module")
+def fifty(tmp_path_factory):
+    """The same 50 strips (lengths 1-3) as a folder, a list file and an LMDB built here
+    with the lmdb package."""
+    root = tmp_path_factory.mktemp("fifty")
+    cfg = tiny_config("attention")
+    gen = torch.Generator().manual_seed(5)
+    batch = StripSynth(cfg.data).sample(torch.randint(1, 4, (50,), generator=gen), gen)
+    folder = export_folder(batch, root / "folder")
+    rows = (folder / "labels.csv").read_text().splitlines()[1:]
+    pairs = [r.split(",") for r in rows]
+    (folder / "train.txt").write_text("".join(f"{n}\t{label}\n" for n, label in pairs))
+    env = lmdb.open(str(root / "lmdb"), map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        for i, (name, label) in enumerate(pairs, start=1):
+            txn.put(f"image-{i:09d}".encode(), (folder / name).read_bytes())
+            txn.put(f"label-{i:09d}".encode(), label.encode())
+        txn.put(b"num-samples", str(len(pairs)).encode())
+    env.close()
+    return {"folder": folder, "list": folder / "train.txt", "lmdb": root / "lmdb"}
+
+
+def test_folder_list_and_lmdb_give_identical_training_tensors(fifty):
+    d = tiny_config("attention").data
+    batches = {}
+    for kind, path in fifty.items():
+        source = open_source(path)
+        assert source.kind == kind and len(source) == 50
+        cache = decode_all(source, d.height, d.crop)
+        stream = SourceStream(cache, 16, seed=3, data=d)  # augmentation on, as in training
+        batches[kind] = [stream.next() for _ in range(3)]
+    for kind in ("list", "lmdb"):
+        for a, b in zip(batches["folder"], batches[kind], strict=True):
+            assert a.labels == b.labels
+            assert torch.equal(a.widths, b.widths)
+            assert torch.equal(a.images, b.images)
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_the_stream_state_resumes_the_same_batches(fifty, prefetch):
+    d = tiny_config("attention").data
+    cache = decode_all(open_source(fifty["folder"]), d.height, d.crop)
+    a = SourceStream(cache, 8, seed=1, data=d, prefetch=prefetch)
+    a.next()
+    state = a.state()
+    want = [a.next() for _ in range(2)]
+    b = SourceStream(cache, 8, seed=99, data=d, prefetch=prefetch)
+    b.next()  # a batch already prefetched from another state is dropped
+    b.load_state(state)
+    for x, y in zip(want, [b.next() for _ in range(2)], strict=True):
+        assert x.labels == y.labels and torch.equal(x.images, y.images)
+
+
+def test_held_out_share_is_fixed_and_disjoint_from_training(tmp_path, fifty):
+    from attnlab.rundir import RunDir
+    from attnlab.train import Trainer
+
+    path = fifty["folder"]
+    cfg = tiny_config("attention", "data=folder", f"data.path={path}", "data.val_share=0.2")
+    trainer = Trainer(cfg, RunDir(tmp_path / "run"))
+    held = trainer.split["held_out"]
+    entries = open_source(path).entries
+    assert held == [entries[i].id for i in held_out(50, 0.2, cfg.data.eval_seed)]
+    assert len(held) == 10
+    trained = set(trainer.stream.cache.ids)
+    assert not trained & set(held) and len(trained) + len(held) == 50
+    assert sum(len(s) for s in trainer.val_sets.values()) == 10
+    for _ in range(3):  # every training strip drawn comes from the training ids
+        assert set(trainer.stream.next().labels) <= set(trainer.stream.cache.labels)
+    assert not (tmp_path / "run" / "data_split.json").exists()  # written when training starts
+
+
+def _strip(path, label_width=40, ink=True):
+    im = Image.new("L", (label_width, 32), 255)
+    if ink:
+        im.paste(0, (label_width // 4, 8, label_width // 2, 24))
+    im.save(path)
+
+
+def _refused(attnlab_cli, tmp_path, data, *extra):
+    run = tmp_path / "run"
+    res = attnlab_cli(
+        "train", *TINY, "data=folder", f"data.path={data}", f"hydra.run.dir={run}", *extra,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if not ln.startswith("attnlab: warning:")]
+    assert len(errors) == 1 and errors[0].startswith("attnlab: error:"), res.stderr
+    # Nothing of a training: no checkpoint, history, events or split file.
+    for name in ("checkpoints", "tb", "history.csv", "data_split.json", "metrics.json"):
+        assert not (run / name).exists(), name
+    return errors[0]
+
+
+def _folder(tmp_path, rows):
+    folder = tmp_path / "strips"
+    folder.mkdir()
+    for name, _ in rows:
+        if name:
+            _strip(folder / name)
+    text = "filename,label\n" + "".join(f"{n or 'gone.png'},{label}\n" for n, label in rows)
+    (folder / "labels.csv").write_text(text)
+    return folder
+
+
+def test_a_label_outside_the_charset_is_one_line(tmp_path, attnlab_cli):
+    rows = [(f"s{i}.png", "12") for i in range(8)] + [("bad.png", "1a"), ("bad2.png", "x-")]
+    err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
+    assert "2 label(s)" in err and "'-ax'" in err and "labels.csv:10" in err
+
+
+def test_a_missing_image_is_one_line(tmp_path, attnlab_cli):
+    rows = [(f"s{i}.png", "12") for i in range(8)] + [(None, "3")]
+    err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
+    assert "labels.csv:10" in err and "gone.png" in err and "not found" in err
+
+
+def test_a_label_too_long_is_refused_or_skipped(tmp_path, attnlab_cli):
+    folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
+    _strip(folder / "narrow.png", label_width=4, ink=False)  # 4 px: 2 columns at stride 2
+    with open(folder / "labels.csv", "a") as f:
+        f.write("narrow.png,123\n")
+    val = f"data.val_path={folder}"  # validation from elsewhere: every strip trains
+    err = _refused(attnlab_cli, tmp_path, folder, val)
+    assert "1 label(s) too long" in err and "labels.csv:12" in err and "data.skip_long" in err
+
+    run = tmp_path / "skipping"
+    res = attnlab_cli(
+        "train", *TINY, "data=folder", f"data.path={folder}", val, "data.skip_long=true",
+        "train.steps=2", f"hydra.run.dir={run}", cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    split = json.loads((run / "data_split.json").read_text())
+    assert split["skipped_long"] == 1 and split["trained"] == 10 and split["held_out"] == []
+    assert "1 skipped as too long" in (run / "train.log").read_text()
+
+
+def test_a_folder_run_resumes_bit_identically_after_a_kill(tmp_path, attnlab_cli, fifty):
+    args = [
+        *TINY, "data=folder", f"data.path={fifty['lmdb']}", "data.mix=0.25",
+        "train.steps=60", "train.checkpoint_every=10", "train.val_every=20",
+    ]  # fmt: skip
+    whole = tmp_path / "whole"
+    assert attnlab_cli("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
+
+    cut = tmp_path / "cut"
+    cmd = [sys.executable, "-m", "attnlab.cli", "train", *args, f"hydra.run.dir={cut}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (cut / "checkpoints" / "last.pt").exists() and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if (cut / "metrics.json").exists():
+        pytest.fail("the run finished before it could be killed")
+    killed_at = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)["step"]
+    assert 0 < killed_at < 60
+
+    res = attnlab_cli("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"at step {killed_at}" in (cut / "train.log").read_text()
+    a = json.loads((whole / "metrics.json").read_text())
+    b = json.loads((cut / "metrics.json").read_text())
+    assert a["val"] == b["val"] and a["best"] == b["best"]
+    wa = torch.load(whole / "checkpoints" / "last.pt", weights_only=True)
+    wb = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)
+    for key, value in wa["model"].items():
+        assert torch.equal(value, wb["model"][key]), key
+    assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
+    assert wa["data_split"] == wb["data_split"]
+
+    # attnlab eval RUN: the held-out strips, per length, by default.
+    res = attnlab_cli("eval", whole, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((whole / "eval" / "held-out-greedy" / "eval.json").read_text())
+    readings = (whole / "eval" / "held-out-greedy" / "readings.csv").read_text()
+    assert meta["source"] == "folder"
+    held = wa["data_split"]["held_out"]
+    assert sum(f"image-{i:09d}" in readings for i in range(1, 51)) == len(held)
+
+
+def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path, fifty):
+    from attnlab.errors import UserError
+    from attnlab.rundir import RunDir
+    from attnlab.train import Trainer
+
+    src = tmp_path / "source"
+    Trainer(tiny_config("attention", "train.steps=2"), RunDir(src)).run()
+    before = torch.load(src / "checkpoints" / "best.pt", weights_only=True)["model"]
+    args = ("data=folder", f"data.path={fifty['folder']}", "data.charset=0123456789AB")
+    tuned = Trainer(tiny_config("attention", *args, f"init_from={src}"), RunDir(tmp_path / "t"))
+    fresh = set(tuned.started_from["reinitialised"])
+    after = tuned.model.state_dict()
+    # The layers sized by the vocabulary (13 -> 15 tokens; the CTC head's classes when it has
+    # one), no other: the output layer and the token embedding.
+    aux = {k for k in after if k.startswith("ctc_head.")}
+    assert fresh == {"out.weight", "out.bias", "embed.weight"} | aux
+    for key, value in after.items():
+        if key not in fresh:
+            assert torch.equal(value, before[key]), key
+    assert after["out.weight"].shape[0] == before["out.weight"].shape[0] + 2
+    assert tuned.payload()["init_from"]["path"] == str((src / "checkpoints" / "best.pt").resolve())
+
+    with pytest.raises(UserError, match=r"model\.hidden=8 but the source run's is 16"):
+        Trainer(
+            tiny_config("attention", "model.hidden=8", f"init_from={src}"), RunDir(tmp_path / "x")
+        )
+
+
+def test_export_as_lmdb_reads_back_as_the_folder_export(tmp_path, attnlab_cli):
+    for fmt in ("folder", "lmdb"):
+        res = attnlab_cli(
+            "data", "export", tmp_path / fmt, "--n", "12", "--format", fmt, cwd=tmp_path
+        )
+        assert res.returncode == 0, res.stderr
+    a, b = (open_source(tmp_path / fmt) for fmt in ("folder", "lmdb"))
+    assert (a.kind, b.kind) == ("folder", "lmdb") and [e.label for e in a.entries] == [
+        e.label for e in b.entries
+    ]
+    ca, cb = decode_all(a, 32, True), decode_all(b, 32, True)
+    assert all(torch.equal(x, y) for x, y in zip(ca.images, cb.images, strict=True))
+    assert not list(tmp_path.glob(".*partial"))
