@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from attnlab.checks import check_trained_model
 from attnlab.config import ExperimentConfig
 from attnlab.errors import UserError
 from attnlab.io import atomic_write
@@ -81,6 +82,14 @@ def load(path: Path | str, map_location: str | torch.device = "cpu") -> dict[str
             f"{path}: not an attnlab checkpoint this version reads (format "
             f"{', '.join(map(str, READABLE))} expected, found {_format_of(ckpt)})"
         )
+    weights = ckpt["model"]
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
+        raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
+    for key, kind in (("config", dict), ("reader", str), ("step", int)):
+        if key in ckpt and ckpt[key] is not None and not isinstance(ckpt[key], kind):
+            raise UserError(f"{path}: its {key!r} entry is a {type(ckpt[key]).__name__}")
     return ckpt
 
 
@@ -90,7 +99,11 @@ def _format_of(ckpt: Any) -> str:
 
 def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     """The run's config from a checkpoint, validated against the schema of its reader."""
+    if not isinstance(ckpt.get("config") or {}, dict):
+        raise UserError(f"checkpoint config is a {type(ckpt['config']).__name__}, not a mapping")
     saved = dict(ckpt.get("config") or {})
+    if not isinstance(saved.get("model") or {}, dict):
+        raise UserError("checkpoint config: model is not a mapping")
     name = str((saved.get("model") or {}).get("name", ckpt.get("reader")))
     schema = OmegaConf.structured(ExperimentConfig)
     schema.model = registry.config_node(name)
@@ -102,9 +115,23 @@ def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     model = {**added, **model}  # a key another kind of reader has is not this one's
     saved["data"] = {**legacy("data", written), **dict(saved.get("data") or {})}
     try:
-        return OmegaConf.merge(schema, {**saved, "model": model})  # type: ignore[return-value]
+        cfg = OmegaConf.merge(schema, {**saved, "model": model})
     except Exception as err:
-        raise UserError(f"checkpoint config does not fit this attnlab version: {err}") from err
+        raise UserError(
+            f"checkpoint config does not fit this attnlab version: {_line(err)}"
+        ) from err
+    try:
+        check_trained_model(cfg)  # the command line's checks, before any tensor is built
+    except UserError as err:
+        raise UserError(f"checkpoint config: {err}") from err
+    return cfg  # type: ignore[return-value]
+
+
+def _line(err: BaseException) -> str:
+    """An OmegaConf error as one line: its first line and the key it names."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if "full_key:" in ln), "")
+    return lines[0] + (f" (key: {key})" if key else "")
 
 
 def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[Reader, ExperimentConfig]:
@@ -180,7 +207,7 @@ def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None
         )
     try:
         reader.load_state_dict(ckpt["model"])
-    except RuntimeError as err:
+    except (RuntimeError, TypeError, AttributeError, KeyError) as err:
         first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
         raise UserError(f"{path}: checkpoint does not fit the configured model ({first})") from err
 

@@ -177,6 +177,7 @@ class PreviewConfig:
     lengths: list[int] | None = None  # [lo, hi]; None = the seen lengths
     seed: int = 0
     augment: bool = True  # as the training stream draws them (false: as test sets are)
+    force: bool = False  # replace an existing preview.out
 
 
 @dataclass
@@ -185,6 +186,7 @@ class ExportConfig:
     n: int = 100
     lengths: list[int] = field(default_factory=lambda: [1, 8])
     seed: int = 0
+    force: bool = False  # replace files of an earlier export (labels.csv, PNGs)
 
 
 @dataclass
@@ -327,10 +329,15 @@ def check_model(m: Any) -> None:
     )
 
 
+def check_beam(beam: Any, key: str) -> None:
+    """The beam width of eval and of read: one rule for both."""
+    _require(isinstance(beam, int) and beam >= 1, key, beam, "must be >= 1 (1 = greedy)")
+
+
 def check_eval(e: Any, prefix: str = "eval") -> None:
     _require(e.n >= 1, f"{prefix}.n", e.n, "must be >= 1 strips per length")
     _require(e.batch_size >= 1, f"{prefix}.batch_size", e.batch_size, "must be >= 1")
-    _require(e.beam >= 1, f"{prefix}.beam", e.beam, "must be >= 1 (1 = greedy)")
+    check_beam(e.beam, f"{prefix}.beam")
     _require(e.maps_k >= 0, f"{prefix}.maps_k", e.maps_k, "must be >= 0")
     _require(e.head_maps >= 0, f"{prefix}.head_maps", e.head_maps, "must be >= 0")
     _require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
@@ -345,8 +352,12 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
 
 def check_experiment(cfg: Any) -> None:
     """Every value check of a training config; one UserError naming the key."""
+    from attnlab.checks import check_device, check_seed, check_size
+
+    check_seed(cfg.seed)
     check_data(cfg.data)
     check_model(cfg.model)
+    check_device(cfg.train.device, "train.device")
     o, t = cfg.optim, cfg.train
     _require(_finite(o.lr) and o.lr > 0, "optim.lr", o.lr, "must be a finite number > 0")
     _require(
@@ -382,6 +393,7 @@ def check_experiment(cfg: Any) -> None:
         "must be auto, rich or plain",
     )
     check_eval(cfg.eval)
+    check_size(cfg.model, cfg.data.height)
 
 
 # ---------------------------------------------------------------------------------------------

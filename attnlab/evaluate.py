@@ -21,8 +21,9 @@ from rapidfuzz.distance import Levenshtein
 
 from attnlab import checkpoint, maps, metrics
 from attnlab.analysis import threshold_rows
+from attnlab.checks import check_run_task
 from attnlab.config import EvalConfig, check_eval, seen_lengths, span
-from attnlab.data.folder import LABELS, load_folder
+from attnlab.data.folder import LABELS, load_folder, warn_stderr
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.eval_figures import draw_pace, draw_reliability, draw_stops, pace_tracks
@@ -60,6 +61,7 @@ def evaluate_run(
     without it is partial, and it records the checkpoint step that was read.
     """
     check_eval(cfg)
+    check_run_task(which, device)
     with checkpoint.held(run, which, "eval") as ckpt_path:
         return _evaluate(ckpt_path, cfg, device, say)
 
@@ -71,7 +73,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     if cfg.folder:
-        strips, files = load_folder(cfg.folder, exp.data.height, log.warning, cfg.crop)
+        strips, files = load_folder(cfg.folder, exp.data.height, warn_stderr, cfg.crop)
         source = "folder"
         digest = folder_digest(Path(cfg.folder))
         name = cfg.name or f"folder-{Path(cfg.folder).resolve().name}-{digest}-{decoding}"

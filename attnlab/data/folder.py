@@ -73,8 +73,16 @@ def to_grey(im, path: Path) -> np.ndarray:
 
 def decode(path: Path, notes: list[str]) -> np.ndarray:
     """The first frame of an image file as grey (H, W); every failure is one UserError line."""
+    import stat
+
     from PIL import Image, ImageOps
 
+    try:  # a FIFO or a device would block Pillow's read forever
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = True  # missing: Pillow's open says so below
+    if not regular:
+        raise UserError(f"{path}: not a regular file (a pipe, device or folder is not read)")
     try:
         with warnings.catch_warnings():  # one limit: refuse what Pillow only warns about
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -300,16 +308,23 @@ def load_folder(
     return pad_strips(images, labels, spans), [name for name, _, _ in rows]
 
 
-def export_folder(batch: StripBatch, out: Path | str) -> Path:
-    """Write strips as PNG files (cropped to their width) plus labels.csv."""
+def export_folder(batch: StripBatch, out: Path | str, force: bool = False) -> Path:
+    """Write strips as PNG files (cropped to their width) plus labels.csv. Files of an
+    earlier export are refused before anything is written, unless ``force``."""
     from PIL import Image
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     digits = len(str(len(batch)))
+    names = [f"strip_{i:0{digits}d}_{label}.png" for i, label in enumerate(batch.labels)]
+    taken = [n for n in [LABELS, *names] if (out / n).exists()]
+    if taken and not force:
+        raise UserError(
+            f"export.out={out}: {taken[0]} exists (an earlier export?); choose another folder "
+            f"or add --force to replace its files"
+        )
+    out.mkdir(parents=True, exist_ok=True)
     lines = ["filename,label"]
-    for i, label in enumerate(batch.labels):
-        name = f"strip_{i:0{digits}d}_{label}.png"
+    for i, (label, name) in enumerate(zip(batch.labels, names, strict=True)):
         pixels = batch.images[i, :, : int(batch.widths[i])].numpy()
         image = Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L")
         atomic_write(out / name, lambda p, im=image: im.save(p, format="PNG"))
