@@ -185,7 +185,9 @@ def test_a_job_refused_at_start_says_why_in_its_log(tmp_path, attnlab_cli):
     res = attnlab_cli("train", *TINY, "model.stride=3", f"hydra.run.dir={run}", cwd=tmp_path)
     one_line_error(res, "stride")
     assert "stride" in (run / "train.log").read_text()
-    assert json.loads((run / "status.json").read_text())["state"] == "failed"
+    # A value refused by the checks writes no run (#24): no status, no .hydra/; a sweep job
+    # still records "failed" for the sweep summary (test_sweep.py).
+    assert not (run / "status.json").exists() and not (run / ".hydra").exists()
 
 
 # --- [8] value checks ------------------------------------------------------------------------

@@ -37,6 +37,10 @@ def preview(cfg: DictConfig) -> None:
     pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
     if Path(p.out).is_dir():
         raise UserError(f"preview.out={p.out}: is a folder; name a .png file")
+    if Path(p.out).suffix.lower() != ".png":
+        raise UserError(f"preview.out={p.out}: the preview is a PNG image; name a .png file")
+    if Path(p.out).exists() and not p.force:
+        raise UserError(f"preview.out={p.out}: exists; add preview.force=true to replace it")
     strips = _sample(cfg, p.n, pair, "preview", p.seed, sort=True, augment=p.augment)
     out = draw_grid(strips, Path(p.out))
     print(f"wrote {len(strips)} strips to {out}")
@@ -70,5 +74,5 @@ def export(cfg: DictConfig) -> None:
     if Path(e.out).exists() and not Path(e.out).is_dir():
         raise UserError(f"export.out={e.out}: exists and is not a folder")
     strips = _sample(cfg, e.n, e.lengths, "export", e.seed, sort=False)
-    out = export_folder(strips, Path(e.out))
+    out = export_folder(strips, Path(e.out), force=e.force)
     print(f"wrote {len(strips)} strips and labels.csv to {out}")

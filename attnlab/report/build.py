@@ -7,9 +7,12 @@ Every file is written whole or not at all (attnlab.io), with the umask's usual m
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
-from attnlab.io import write_bytes, write_text
+from attnlab.io import PARTIAL, WriteError, write_bytes, write_text
 from attnlab.report.aggregate import aggregate, duplicate_seed_notes, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.discover import ReportError, discover_runs
@@ -31,13 +34,60 @@ def build_report(paths: list[Path], out_dir: Path) -> Path:
     """Write the report of every run under `paths` into `out_dir`; returns index.html's path.
 
     Raises ReportError when a path does not exist or no run is found under `paths`; a run
-    that is broken, partial or stale is listed with its problems, never a crash.
+    that is broken, partial or stale is listed with its problems, never a crash. The report
+    is written all or nothing: built in a hidden folder beside `out_dir`, then swapped in,
+    so a failure (a full disk) leaves an earlier report in `out_dir` as it was.
     """
     paths = [Path(p) for p in paths]
     runs = discover_runs(paths)
     if not runs:
         raise ReportError(f"no runs found under {', '.join(str(p) for p in paths)}")
     out_dir = Path(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(
+            tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=PARTIAL, dir=out_dir.parent)
+        )
+    except OSError as err:
+        raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
+    try:
+        _write(paths, runs, work)
+        _swap_in(work, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out_dir / INDEX
+
+
+def _swap_in(work: Path, out_dir: Path) -> None:
+    """Put the finished report `work` in place of `out_dir`. Files of `out_dir` that are not
+    the report's (a note someone keeps there) are copied over first, so nothing is lost."""
+    os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from colleagues
+    if not out_dir.exists():
+        work.rename(out_dir)
+        return
+    old = out_dir.parent / f".{out_dir.name}.old{PARTIAL}"
+    try:
+        for entry in out_dir.iterdir():
+            if not (work / entry.name).exists():
+                copy = shutil.copytree if entry.is_dir() else shutil.copy2
+                copy(entry, work / entry.name)
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+        work.rename(out_dir)
+    except OSError as err:
+        if old.exists() and not out_dir.exists():
+            old.rename(out_dir)
+        raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write(paths: list[Path], runs: list, out_dir: Path) -> Path:
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
     sections, probe_rows = [], []
