@@ -131,6 +131,7 @@ class EvalConfig:
     beam: int = 1  # 1 = greedy
     folder: str | None = None  # evaluate on user strips (images + labels.csv) instead
     crop: bool = True  # folder strips: ink placed as the generator places it, before resizing
+    allow_outside: bool = False  # folder: labels.csv may name files outside it (../x, /abs)
     name: str | None = None  # output name under eval/; None = derived from source and decoding
     maps_k: int = 3  # correct readings and failures drawn per length
     map_lengths: list[int] | None = None  # None = a few seen and unseen lengths
@@ -334,6 +335,9 @@ def check_beam(beam: Any, key: str) -> None:
     _require(isinstance(beam, int) and beam >= 1, key, beam, "must be >= 1 (1 = greedy)")
 
 
+MAX_EVAL_LENGTH = 64  # the longest evaluated string: 8x the default seen range
+
+
 def check_eval(e: Any, prefix: str = "eval") -> None:
     _require(e.n >= 1, f"{prefix}.n", e.n, "must be >= 1 strips per length")
     _require(e.batch_size >= 1, f"{prefix}.batch_size", e.batch_size, "must be >= 1")
@@ -347,7 +351,10 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
         f"{prefix}.thresholds", list(e.thresholds), "must be confidences in [0, 1]",
     )  # fmt: skip
     if e.lengths is not None:
-        span(e.lengths, f"{prefix}.lengths")
+        lo, hi = span(e.lengths, f"{prefix}.lengths")
+        _require(hi <= MAX_EVAL_LENGTH, f"{prefix}.lengths", [lo, hi],
+                 f"must stay within {MAX_EVAL_LENGTH} digits (each length is a set of eval.n "
+                 f"strips read step by step)")  # fmt: skip
 
 
 def check_experiment(cfg: Any) -> None:

@@ -73,7 +73,9 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     if cfg.folder:
-        strips, files = load_folder(cfg.folder, exp.data.height, warn_stderr, cfg.crop)
+        strips, files = load_folder(
+            cfg.folder, exp.data.height, warn_stderr, cfg.crop, cfg.allow_outside
+        )
         source = "folder"
         digest = folder_digest(Path(cfg.folder))
         name = cfg.name or f"folder-{Path(cfg.folder).resolve().name}-{digest}-{decoding}"

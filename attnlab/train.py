@@ -289,6 +289,12 @@ class Trainer:
             self.model.name, self.params, lengths_label(self.seen), self.device, t.steps,
             t.batch_size * t.accumulate, f" (resumed at step {self.step})" if resumed else "",
         )  # fmt: skip
+        if resumed and self.step >= t.steps:
+            log.warning(
+                "train.steps=%d is not above the %d steps this run has done: nothing to train; "
+                "it ends at step %d (a larger train.steps trains on)", t.steps, self.step,
+                self.step,
+            )  # fmt: skip
         if self.step == 0:
             self.last_val = self.validate()
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])

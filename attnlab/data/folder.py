@@ -253,8 +253,17 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
     return list(first.values())
 
 
-def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
-    """(filename, label, line number) rows of ``folder/labels.csv``, checked."""
+def outside(folder: Path, name: str) -> bool:
+    """Whether a labels.csv file name points out of its folder (``../x.png``, ``/abs.png``);
+    judged by the name, so a symbolic link inside the folder is still inside."""
+    norm = os.path.normpath(name)
+    return os.path.isabs(name) or norm == ".." or norm.startswith(".." + os.sep)
+
+
+def read_labels(folder: Path, warn: Warn = warn_stderr, allow_outside: bool = False) -> list[Row]:
+    """(filename, label, line number) rows of ``folder/labels.csv``, checked. A file name
+    outside the folder is refused unless ``allow_outside`` (eval.allow_outside=true). The
+    line number is where a record starts (a quoted field may span lines)."""
     path = folder / LABELS
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
@@ -266,8 +275,9 @@ def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:2]] != ["filename", "label"]:
             raise UserError(f"{path}:1: header must be 'filename,label', got {header}")
+        end = reader.line_num
         for row in reader:
-            line = reader.line_num
+            line, end = end + 1, reader.line_num  # the record's first line, then its last
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != 2:
@@ -277,6 +287,11 @@ def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
             name, label = row[0].strip(), row[1].strip()
             if not label.isdigit() or not label.isascii():
                 raise UserError(f"{path}:{line}: label {label!r} is not a string of digits 0-9")
+            if outside(folder, name) and not allow_outside:
+                raise UserError(
+                    f"{path}:{line}: {name!r} lies outside {folder} (eval.allow_outside=true "
+                    f"reads such files)"
+                )
             if not (folder / name).is_file():
                 raise UserError(f"{path}:{line}: image file {name!r} not found in {folder}")
             rows.append((name, label, line))
@@ -288,12 +303,16 @@ def read_labels(folder: Path, warn: Warn = warn_stderr) -> list[Row]:
 
 
 def load_folder(
-    folder: Path | str, height: int, warn: Warn = warn_stderr, crop: bool = False
+    folder: Path | str,
+    height: int,
+    warn: Warn = warn_stderr,
+    crop: bool = False,
+    allow_outside: bool = False,
 ) -> tuple[StripBatch, list[str]]:
     """All strips of a folder (glyph spans unknown: zero) and their file names; ``crop`` as
-    in ``load_image``."""
+    in ``load_image``, ``allow_outside`` as in ``read_labels``."""
     folder = Path(folder)
-    rows = read_labels(folder, warn)
+    rows = read_labels(folder, warn, allow_outside)
     images = []
     for name, _, line in rows:
         where = f"{folder / LABELS}:{line}"

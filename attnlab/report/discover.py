@@ -168,7 +168,12 @@ def _read_status(run: RunDir, info: RunInfo) -> None:
         reason = status.error or "interrupted"  # train.py writes "interrupted (SIGTERM)"
         if not reason.startswith("interrupted"):
             reason = f"interrupted: {reason}"
-        info.problems.append(f"{reason} at step {status.step}; resumable from last.pt")
+        resume = (
+            "resumable from last.pt"
+            if run.checkpoint("last").is_file()
+            else "no checkpoint yet: training it again starts from step 0"
+        )
+        info.problems.append(f"{reason} at step {status.step}; {resume}")
     elif status.state is RunStatus.running and run.lock_holder() is None:
         info.status = "stale"
         info.problems.append(
