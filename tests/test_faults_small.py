@@ -64,7 +64,7 @@ def test_reader_and_run_names_are_no_raw_html_in_summary_md(tmp_path):
     run = RunInfo(path=tmp_path, reader="<script>x</script>", problems=["no <b>evaluation</b>"])
     text = summary_md([tmp_path], [run], [], [])
     assert "<script>" not in text and "<b>" not in text
-    assert "&lt;script&gt;x&lt;/script&gt;" in text
+    assert "\\<script\\>x\\</script\\>" in text
 
 
 def test_an_interrupted_run_without_a_checkpoint_is_not_called_resumable(trained, copy_run):

@@ -90,10 +90,12 @@ def summary_table(group: TrainGroup) -> SummaryTable:
 
 def _md_escape(text: object) -> str:
     """Text as Markdown shows it: no table-breaking "|" or newline, and no raw HTML (a reader
-    or run name with "<script>" in it is shown, not run, by a Markdown viewer)."""
-    import html
-
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+    or run name with "<script>" in it is shown, not run, by a Markdown viewer): "<", ">" and
+    "&" get Markdown's backslash escape."""
+    out = str(text).replace("\n", " ")
+    for char in "\\|<>&":
+        out = out.replace(char, "\\" + char)
+    return out
 
 
 def summary_md(
