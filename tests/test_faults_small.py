@@ -26,12 +26,12 @@ def strip_png(path: Path, inverted: bool = False) -> None:
     Image.fromarray(255 - a if inverted else a).save(path)
 
 
-@pytest.mark.parametrize("name", ["../x.png", "sub/../../x.png", "/tmp/x.png"])
+@pytest.mark.parametrize("name", ["../x.png", "sub/../../x.png", "ABSOLUTE"])
 def test_labels_naming_files_outside_the_folder_are_refused_unless_allowed(name, tmp_path):
     folder = tmp_path / "strips"
     (folder / "sub").mkdir(parents=True)
     strip_png(tmp_path / "x.png")
-    shutil.copy(tmp_path / "x.png", "/tmp/x.png") if name.startswith("/") else None
+    name = str(tmp_path / "x.png") if name == "ABSOLUTE" else name
     (folder / "labels.csv").write_text(f"filename,label\n{name},12\n")
     with pytest.raises(UserError, match=r"labels\.csv:2: .* lies outside .*allow_outside"):
         read_labels(folder)
