@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from attnlab.checks import check_trained_model
 from attnlab.config import ExperimentConfig
 from attnlab.errors import UserError
 from attnlab.io import atomic_write
@@ -81,6 +82,14 @@ def load(path: Path | str, map_location: str | torch.device = "cpu") -> dict[str
             f"{path}: not an attnlab checkpoint this version reads (format "
             f"{', '.join(map(str, READABLE))} expected, found {_format_of(ckpt)})"
         )
+    weights = ckpt["model"]
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
+        raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
+    for key, kind in (("config", dict), ("reader", str), ("step", int)):
+        if key in ckpt and ckpt[key] is not None and not isinstance(ckpt[key], kind):
+            raise UserError(f"{path}: its {key!r} entry is a {type(ckpt[key]).__name__}")
     return ckpt
 
 
@@ -90,7 +99,11 @@ def _format_of(ckpt: Any) -> str:
 
 def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     """The run's config from a checkpoint, validated against the schema of its reader."""
+    if not isinstance(ckpt.get("config") or {}, dict):
+        raise UserError(f"checkpoint config is a {type(ckpt['config']).__name__}, not a mapping")
     saved = dict(ckpt.get("config") or {})
+    if not isinstance(saved.get("model") or {}, dict):
+        raise UserError("checkpoint config: model is not a mapping")
     name = str((saved.get("model") or {}).get("name", ckpt.get("reader")))
     schema = OmegaConf.structured(ExperimentConfig)
     schema.model = registry.config_node(name)
@@ -102,9 +115,23 @@ def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
     model = {**added, **model}  # a key another kind of reader has is not this one's
     saved["data"] = {**legacy("data", written), **dict(saved.get("data") or {})}
     try:
-        return OmegaConf.merge(schema, {**saved, "model": model})  # type: ignore[return-value]
+        cfg = OmegaConf.merge(schema, {**saved, "model": model})
     except Exception as err:
-        raise UserError(f"checkpoint config does not fit this attnlab version: {err}") from err
+        raise UserError(
+            f"checkpoint config does not fit this attnlab version: {_line(err)}"
+        ) from err
+    try:
+        check_trained_model(cfg)  # the command line's checks, before any tensor is built
+    except UserError as err:
+        raise UserError(f"checkpoint config: {err}") from err
+    return cfg  # type: ignore[return-value]
+
+
+def _line(err: BaseException) -> str:
+    """An OmegaConf error as one line: its first line and the key it names."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if "full_key:" in ln), "")
+    return lines[0] + (f" (key: {key})" if key else "")
 
 
 def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[Reader, ExperimentConfig]:
@@ -128,11 +155,48 @@ class Restored:
 
 
 def restore(path: Path, device: str = "auto") -> Restored:
-    """Load ``path`` and rebuild its reader on ``device`` (auto: CUDA when present)."""
+    """Load ``path`` and rebuild its reader on ``device`` (auto: CUDA when present).
+
+    A checkpoint inside a run directory must be that run's: its reader, model and data
+    config those of the run's ``.hydra/config.yaml`` (a copied-in best.pt of another reader
+    would otherwise be evaluated and counted as this run's)."""
     ckpt = load(path)
+    check_belongs_to_run(ckpt, Path(path))
     reader, cfg = restore_reader(ckpt, path)
     dev = resolve_device(device)
     return Restored(ckpt, reader.to(dev), cfg, dev)
+
+
+def check_belongs_to_run(ckpt: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint in ``<run>/checkpoints/`` whose reader or config is not the run's.
+    Keys one side lacks (a config written by an older attnlab) are not compared."""
+    run = RunDir(path.parent.parent)
+    if path.parent != run.checkpoints or not run.is_run():
+        return
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(run.config), resolve=True)
+    except Exception as err:
+        raise UserError(f"{run.config}: unreadable run config ({type(err).__name__})") from err
+    saved = ckpt.get("config")
+    if not isinstance(config, dict) or not isinstance(saved, dict):
+        raise UserError(f"{path}: checkpoint or run config is not a config mapping")
+    theirs = str((config.get("model") or {}).get("name"))
+    for kind in (ckpt.get("reader"), (saved.get("model") or {}).get("name")):
+        if kind is not None and str(kind) != theirs:
+            raise UserError(
+                f"{path}: checkpoint holds a {kind} reader but its run {run.path} is a "
+                f"{theirs} run: refused (a checkpoint copied from another run?)"
+            )
+    for section in ("model", "data"):
+        mine, run_side = saved.get(section) or {}, config.get(section) or {}
+        if not isinstance(mine, dict) or not isinstance(run_side, dict):
+            raise UserError(f"{path}: checkpoint config section {section} is not a mapping")
+        differ = sorted(k for k in mine.keys() & run_side.keys() if mine[k] != run_side[k])
+        if differ:
+            raise UserError(
+                f"{path}: checkpoint was trained with {section}.{differ[0]}={mine[differ[0]]!r} "
+                f"but its run {run.path} has {run_side[differ[0]]!r}: refused"
+            )
 
 
 def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None:
@@ -143,7 +207,7 @@ def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None
         )
     try:
         reader.load_state_dict(ckpt["model"])
-    except RuntimeError as err:
+    except (RuntimeError, TypeError, AttributeError, KeyError) as err:
         first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
         raise UserError(f"{path}: checkpoint does not fit the configured model ({first})") from err
 

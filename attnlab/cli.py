@@ -41,18 +41,23 @@ def fail(message: str) -> None:
 
 def _one_line(err: BaseException) -> str:
     """Hydra and OmegaConf errors as one line: the message, then the key it concerns."""
-    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
+
+    def key_of(lines: list[str]) -> str:
+        return next(
+            (ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")),
+            "",
+        )
+
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    key = key_of(lines)
+    parts = [lines[0] + (f" (key: {key})" if key else "")]
     cause = err.__cause__ or err.__context__
-    seen = {parts[0]}
+    seen = {lines[0]}
     while cause is not None:
         text = str(cause).strip()
-        if text:
+        if text and "$VALUE" not in text:  # OmegaConf's unfilled message template
             lines = text.splitlines()
-            first = lines[0]
-            key = next(
-                (ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")),
-                "",
-            )
+            first, key = lines[0], key_of(lines)
             if first not in seen:
                 parts.append(first + (f" (key: {key})" if key else ""))
                 seen.add(first)
@@ -114,8 +119,11 @@ def run_task(
         )
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises; this function reports
     _say_once(logging.getLogger("submitit"), "Bypassing sacct error")
-    saved = sys.argv
+    saved, saved_err = sys.argv, sys.stderr
     sys.argv = [prog, *args]  # a sweep's config sets hydra.mode=MULTIRUN itself
+    if not wants_multirun and not prog.startswith("attnlab sweep"):
+        sys.stderr = _WithoutHydraJobLine(saved_err)  # the line below says what failed
+    logging.captureWarnings(True)  # library warnings go to the task's log, not stderr
     try:
         task()
     except UserError as err:
@@ -130,7 +138,24 @@ def run_task(
         # Hydra rejects some overrides with a bare ValueError that does not name them.
         fail(f"config: {_one_line(err)} (overrides: {' '.join(args)})")
     finally:
-        sys.argv = saved
+        sys.argv, sys.stderr = saved, saved_err
+        logging.captureWarnings(False)
+
+
+class _WithoutHydraJobLine:
+    """stderr without Hydra's "Error executing job with overrides: [...]" line, which it
+    writes before re-raising a task's error; ``run_task`` then says what failed in one."""
+
+    PREFIX = "Error executing job with overrides:"
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return len(text) if text.startswith(self.PREFIX) else self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def _where(err: BaseException) -> str:
@@ -167,6 +192,14 @@ def main(
     ),
 ) -> None:
     """The Lab 8 digit-reader comparison: fixed-context vs attention readers."""
+    # registry.PLUGINS_ENV, spelt here so that commands without readers import no torch
+    if os.environ.get("ATTNLAB_READERS"):  # a broken plugin: one line, before any command
+        from attnlab.models import registry
+
+        try:
+            registry.discover()
+        except UserError as err:
+            fail(str(err))
 
 
 @app.command(context_settings=FORWARD)
@@ -373,6 +406,7 @@ def data_export(
     lengths: str = typer.Option("1-8", "--lengths", help="Length range LOW-HIGH, e.g. 3-6."),
     seed: int = typer.Option(0, "--seed", help="Seed of the strips."),
     fmt: str = typer.Option("folder", "--format", help="folder (PNGs + labels.csv) or lmdb."),
+    force: bool = typer.Option(False, "--force", help="Replace files of an earlier export."),
 ) -> None:
     """Write synthetic strips as PNG files plus labels.csv (filename,label), or an LMDB."""
     from attnlab.data.tasks import export as task
@@ -387,6 +421,7 @@ def data_export(
         f"export.lengths={pair}",
         f"export.seed={seed}",
         f"export.format={hydra_value(fmt)}",
+        *(["export.force=true"] if force else []),
     ]
     run_task(task, [*overrides, *ctx.args], "attnlab data export")
 

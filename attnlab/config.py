@@ -158,6 +158,7 @@ class EvalConfig:
     beam: int = 1  # 1 = greedy
     folder: str | None = None  # evaluate on user strips (images + labels.csv) instead
     crop: bool = True  # folder strips: ink placed as the generator places it, before resizing
+    allow_outside: bool = False  # folder: labels.csv may name files outside it (../x, /abs)
     name: str | None = None  # output name under eval/; None = derived from source and decoding
     maps_k: int = 3  # correct readings and failures drawn per length
     map_lengths: list[int] | None = None  # None = a few seen and unseen lengths
@@ -211,6 +212,7 @@ class PreviewConfig:
     lengths: list[int] | None = None  # [lo, hi]; None = the seen lengths
     seed: int = 0
     augment: bool = True  # as the training stream draws them (false: as test sets are)
+    force: bool = False  # replace an existing preview.out
 
 
 @dataclass
@@ -220,6 +222,7 @@ class ExportConfig:
     lengths: list[int] = field(default_factory=lambda: [1, 8])
     seed: int = 0
     format: str = "folder"  # folder (PNGs + labels.csv) | lmdb (strhub/DTRB layout)
+    force: bool = False  # replace files of an earlier export (labels.csv, PNGs)
 
 
 @dataclass
@@ -384,10 +387,18 @@ def check_model(m: Any) -> None:
     )
 
 
+def check_beam(beam: Any, key: str) -> None:
+    """The beam width of eval and of read: one rule for both."""
+    _require(isinstance(beam, int) and beam >= 1, key, beam, "must be >= 1 (1 = greedy)")
+
+
+MAX_EVAL_LENGTH = 64  # the longest evaluated string: 8x the default seen range
+
+
 def check_eval(e: Any, prefix: str = "eval") -> None:
     _require(e.n >= 1, f"{prefix}.n", e.n, "must be >= 1 strips per length")
     _require(e.batch_size >= 1, f"{prefix}.batch_size", e.batch_size, "must be >= 1")
-    _require(e.beam >= 1, f"{prefix}.beam", e.beam, "must be >= 1 (1 = greedy)")
+    check_beam(e.beam, f"{prefix}.beam")
     _require(e.maps_k >= 0, f"{prefix}.maps_k", e.maps_k, "must be >= 0")
     _require(e.head_maps >= 0, f"{prefix}.head_maps", e.head_maps, "must be >= 0")
     _require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
@@ -398,13 +409,20 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
         f"{prefix}.thresholds", list(e.thresholds), "must be confidences in [0, 1]",
     )  # fmt: skip
     if e.lengths is not None:
-        span(e.lengths, f"{prefix}.lengths")
+        lo, hi = span(e.lengths, f"{prefix}.lengths")
+        _require(hi <= MAX_EVAL_LENGTH, f"{prefix}.lengths", [lo, hi],
+                 f"must stay within {MAX_EVAL_LENGTH} digits (each length is a set of eval.n "
+                 f"strips read step by step)")  # fmt: skip
 
 
 def check_experiment(cfg: Any) -> None:
     """Every value check of a training config; one UserError naming the key."""
+    from attnlab.checks import check_device, check_seed, check_size
+
+    check_seed(cfg.seed)
     check_data(cfg.data)
     check_model(cfg.model)
+    check_device(cfg.train.device, "train.device")
     o, t = cfg.optim, cfg.train
     _require(_finite(o.lr) and o.lr > 0, "optim.lr", o.lr, "must be a finite number > 0")
     _require(
@@ -445,6 +463,7 @@ def check_experiment(cfg: Any) -> None:
             f"must be one of {', '.join(OBJECTIVES)} (or null: return the metrics)",
         )  # fmt: skip
     check_eval(cfg.eval)
+    check_size(cfg.model, cfg.data.height)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,16 +22,18 @@ from rapidfuzz.distance import Levenshtein
 
 from attnlab import checkpoint, explore, maps, metrics
 from attnlab.analysis import threshold_rows
+from attnlab.checks import check_run_task
 from attnlab.config import EvalConfig, check_eval, seen_lengths, span
+from attnlab.data.folder import LABELS, warn_stderr
 from attnlab.data.source_train import held_out_strips, load_labelled
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
-from attnlab.errors import reports_user_errors
+from attnlab.errors import UserError, reports_user_errors
 from attnlab.eval_figures import draw_pace, draw_reliability, draw_stops, pace_tracks
 from attnlab.inference import read_strips
 from attnlab.io import atomic_dir, atomic_write, write_text
 from attnlab.models import registry
 from attnlab.records import confident_failures, readings_table, records_for
-from attnlab.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta
+from attnlab.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 
 log = logging.getLogger(__name__)
 registry.discover()
@@ -61,6 +63,7 @@ def evaluate_run(
     without it is partial, and it records the checkpoint step that was read.
     """
     check_eval(cfg)
+    check_run_task(which, device)
     with checkpoint.held(run, which, "eval") as ckpt_path:
         return _evaluate(ckpt_path, cfg, device, say)
 
@@ -72,16 +75,19 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
     split = ckpt.get("data_split")  # a run trained on labelled strips (data=folder)
+    digest = None
     if cfg.folder or split is not None:
         if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
             strips, files = load_labelled(
-                cfg.folder, exp.data.height, log.warning, cfg.crop, exp.data.charset
-            )
+                cfg.folder, exp.data.height, warn_stderr, cfg.crop, exp.data.charset,
+                allow_outside=cfg.allow_outside,
+            )  # fmt: skip
+            digest = folder_digest(Path(cfg.folder))
         else:  # by default: the strips it held out, never trained on
-            strips, files = held_out_strips(exp.data, split, log.warning)
+            strips, files = held_out_strips(exp.data, split, warn_stderr)
         source = "folder"
         name = cfg.name or (
-            f"folder-{Path(cfg.folder).resolve().name}-{decoding}"
+            f"folder-{Path(cfg.folder).resolve().name}-{digest}-{decoding}"
             if cfg.folder
             else f"held-out-{decoding}"
         )
@@ -90,7 +96,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
             for n, idx in _by_length(strips).items()
         }
     else:
-        source = "synthetic"
+        source, digest = "synthetic", None
         name = cfg.name or f"synthetic-{decoding}"
         lengths = default_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
         synth = StripSynth(exp.data)
@@ -98,18 +104,50 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
             n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
             for n in lengths
         }
+    target = checkpoint.output_root(ckpt_path, EVAL) / name
+    refuse_other_data(EvalDir(target), cfg.folder, digest)
     final = atomic_dir(
-        checkpoint.output_root(ckpt_path, EVAL) / name,
+        target,
         lambda work: _write_evaluation(
-            EvalDir(work), reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say
+            EvalDir(work), reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say, digest
         ),
     )
     say(f"evaluation written to {final}")
     return final
 
 
+def folder_digest(folder: Path) -> str:
+    """8 hex digits naming a folder's data: its resolved path and its labels.csv, so that two
+    folders of one name (a/strips, b/strips) or a folder relabelled get evaluations of their
+    own instead of replacing each other's."""
+    import hashlib
+
+    h = hashlib.sha256(str(folder.resolve()).encode("utf-8", "surrogateescape") + b"\0")
+    labels = folder / LABELS if folder.is_dir() else folder  # a list file is its labels
+    h.update(labels.read_bytes() if labels.is_file() else b"")
+    return h.hexdigest()[:8]
+
+
+def refuse_other_data(target: EvalDir, folder: str | None, digest: str | None) -> None:
+    """An evaluation that exists under this name but read other data is not replaced."""
+    if not target.meta_file.is_file():
+        return
+    try:
+        meta = target.read_meta()
+    except RunFileError:
+        return  # unreadable: the report lists it; a new evaluation replaces it whole
+    theirs = (meta.source, meta.extra.get("data_digest"))
+    ours = ("folder" if folder else "synthetic", digest)
+    if theirs[0] != ours[0] or (ours[1] is not None and theirs[1] != ours[1]):
+        what = f"folder {meta.folder}" if meta.folder else f"{meta.source} strips"
+        raise UserError(
+            f"eval/{target.name} exists and read {what}, not this data: choose another "
+            f"eval.name (or remove {target.path})"
+        )
+
+
 def _write_evaluation(
-    out: EvalDir, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say
+    out: EvalDir, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say, digest=None
 ) -> None:
     """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
     stride = reader.encoder.stride
@@ -187,6 +225,7 @@ def _write_evaluation(
                 "oracle_length": bool(cfg.oracle_length),
                 "ece_bins": cfg.ece_bins,
                 **({"crop": bool(cfg.crop)} if source == "folder" else {}),
+                **({"data_digest": digest} if digest else {}),
                 # what the report checks before it pairs two evaluations strip by strip
                 STRIP_PRINTS: {str(n): strips_digest(strips) for n, (strips, _) in sets.items()},
             },

@@ -28,6 +28,7 @@ import torch
 from omegaconf import DictConfig
 
 from attnlab import checkpoint
+from attnlab.checks import check_run_task
 from attnlab.config import ProbeConfig, check_probe, seen_lengths
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
@@ -63,6 +64,7 @@ def probe_run(
 ) -> Path:
     """Probe a run (or checkpoint) under ``probe/<name>``; the run is locked meanwhile."""
     check_probe(cfg)
+    check_run_task(which, device)
     with checkpoint.held(run, which, "probe") as ckpt_path:
         return _probe(ckpt_path, cfg, device, say)
 

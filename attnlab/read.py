@@ -10,10 +10,23 @@ from pathlib import Path
 import torch
 
 from attnlab import checkpoint, maps
+from attnlab.checks import check_run_task
+from attnlab.config import check_beam
 from attnlab.data.folder import load_image
 from attnlab.data.strips import pad_strips
 from attnlab.errors import UserError
 from attnlab.inference import read_strips
+
+
+def shown(path: Path | str) -> str:
+    """A file name as printed: as it is, or quoted (Python's repr) when it holds a newline
+    or another character that is not printable, which would break one line per file."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
+def one_line(text: str) -> str:
+    return text if "\n" not in text and "\r" not in text else repr(text)[1:-1]
 
 
 def map_names(paths: list[Path]) -> list[str]:
@@ -44,7 +57,11 @@ def read_files(
     crop: bool = True,
 ) -> int:
     """Read every image that can be read; returns how many could not (each named on stderr).
-    ``crop``: each image's ink is placed as the generator places it (``crop_to_ink``)."""
+    ``crop``: each image's ink is placed as the generator places it (``crop_to_ink``).
+    A name with a newline or another control character is printed quoted, so that every
+    image stays one line of the output."""
+    check_beam(beam, "--beam")
+    check_run_task(which, device)
     got = checkpoint.restore(checkpoint.resolve(run, which), device)
     reader, cfg, dev = got.reader, got.config, got.device
     loaded, names, bad = [], [], 0
@@ -53,17 +70,17 @@ def read_files(
             loaded.append(load_image(path, cfg.data.height, crop=crop))
             names.append(Path(path))
         except UserError as err:  # this file alone: the others are still read
-            print(f"attnlab: error: {err}", file=sys.stderr)
+            print(f"attnlab: error: {one_line(str(err))}", file=sys.stderr)
             bad += 1
     if not loaded:
         return bad
     spans = torch.zeros(len(loaded), 1, 2, dtype=torch.long)
     strips = pad_strips(loaded, [""] * len(loaded), spans)
     out = read_strips(reader, strips, dev, 64, beam)
-    width = max(len(str(p)) for p in names)
+    width = max(len(shown(p)) for p in names)
     say(f"{'file':<{width}}  {'reading':<12}  confidence")
     for i, path in enumerate(names):
-        say(f"{str(path):<{width}}  {out.texts[i] or '(empty)':<12}  {out.confidence[i]:.3f}")
+        say(f"{shown(path):<{width}}  {out.texts[i] or '(empty)':<12}  {out.confidence[i]:.3f}")
     if attention_dir is not None:
         if out.weights is None:
             say(f"{reader.name} reader: it has no attention weights, so no maps are drawn")
@@ -75,5 +92,5 @@ def read_files(
                     reader.encoder.stride, None, out.texts[i], float(out.confidence[i]),
                     None, float("nan"),
                 )  # fmt: skip
-                say(f"attention map of {path}: {target}")
+                say(f"attention map of {shown(path)}: {target}")
     return bad

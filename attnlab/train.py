@@ -31,7 +31,7 @@ from attnlab.config import (
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.inference import read_strips
-from attnlab.io import remove_orphans
+from attnlab.io import remove_orphans, write_text
 from attnlab.metrics import quick_scores
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
@@ -338,6 +338,12 @@ class Trainer:
             self.model.name, self.params, lengths_label(self.seen), self.device, t.steps,
             t.batch_size * t.accumulate, f" (resumed at step {self.step})" if resumed else "",
         )  # fmt: skip
+        if resumed and self.step >= t.steps:
+            log.warning(
+                "train.steps=%d is not above the %d steps this run has done: nothing to train; "
+                "it ends at step %d (a larger train.steps trains on)", t.steps, self.step,
+                self.step,
+            )  # fmt: skip
         if self.step == 0:
             self.last_val = self.validate()
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
@@ -419,19 +425,30 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Train in ``run_dir`` (resuming from its last.pt if there is one); status.json says how
     it went, whatever happens. The run directory is locked while this runs; a command that
     is refused (bad config, another reader's checkpoint, a locked directory) changes nothing
-    in it."""
+    in it: its ``.hydra/`` is written here, once the command is accepted (Hydra's own
+    writing is off: ``hydra.output_subdir: null`` in conf/train.yaml), and a bad value is
+    refused before the lock, the status or anything else is written."""
     run = RunDir(run_dir)
+    try:
+        check_experiment(cfg)  # value checks first: a refusal here writes nothing
+    except Exception as err:
+        log.error("refused: %s", one_line(err))
+        if _is_multirun() and not run.status_file.exists():  # the sweep summary lists it
+            write_hydra_files(run, cfg)
+            _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
+        raise
     with run.lock("train"):
         fresh = not run.status_file.exists()
         try:
             trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
         except BaseException as err:
-            log.error("refused: %s", err)
+            log.error("refused: %s", one_line(err))
             if fresh:  # nothing to damage: say why this run never started
-                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {err}")
-            else:  # Hydra rewrote .hydra/ before this task ran: put the run's own back
-                run.restore_hydra_files(_saved_hydra_files(run))
+                write_hydra_files(run, cfg)
+                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
             raise
+        write_hydra_files(run, cfg)  # accepted: this command's config is the run's
+        trainer.hydra_files = run.hydra_files()
         with sigterm_as_interrupt():
             try:
                 metrics = trainer.run()
@@ -448,13 +465,27 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
-def _saved_hydra_files(run: RunDir) -> dict[str, str]:
-    """The .hydra files kept in the run's last checkpoint (none when it has no checkpoint)."""
-    last = run.checkpoint("last")
-    try:
-        return dict(checkpoint.load(last).get("hydra_files") or {}) if last.is_file() else {}
-    except UserError:
-        return {}
+def one_line(err: BaseException) -> str:
+    """An error as one line (OmegaConf's messages go on with ``full_key:`` lines)."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if "full_key:" in ln), "")
+    return lines[0] + (f" (key: {key})" if key else "")
+
+
+def _is_multirun() -> bool:
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def write_hydra_files(run: RunDir, cfg: DictConfig) -> None:
+    """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, as Hydra writes them
+    (unresolved), each whole or not at all; only the config outside a Hydra app."""
+    write_text(run.config, OmegaConf.to_yaml(cfg))
+    if HydraConfig.initialized():
+        hydra_cfg = HydraConfig.instance().cfg  # {"hydra": ...}
+        write_text(run.config.parent / "hydra.yaml", OmegaConf.to_yaml(hydra_cfg))
+        write_text(run.overrides, OmegaConf.to_yaml(hydra_cfg.hydra.overrides.task))
 
 
 def _record(run: RunDir, state: RunStatus, step: int, reason: str) -> None:

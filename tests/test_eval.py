@@ -81,7 +81,7 @@ def test_eval_on_an_exported_folder(runs, tmp_path, attnlab_cli):
     export(attnlab_cli, folder, 12, "2-4")
     res = attnlab_cli("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    out = runs["attention"] / "eval" / "folder-strips-greedy"
+    (out,) = (runs["attention"] / "eval").glob("folder-strips-*-greedy")
     table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
     assert table[table.length != "all"].n.sum() == 12
 

@@ -257,6 +257,8 @@ def test_running_stale_and_interrupted_status(tmp_path):
     for name, state in [("live", "running"), ("dead", "running"), ("stopped", "interrupted")]:
         write_run(tmp_path / name, seed=0, state=state, metrics=False, eval_name=None,
                   error="interrupted (SIGTERM)" if state == "interrupted" else None)  # fmt: skip
+    (tmp_path / "stopped" / "checkpoints").mkdir(exist_ok=True)
+    (tmp_path / "stopped" / "checkpoints" / "last.pt").write_bytes(b"")  # what it resumes from
     with RunDir(tmp_path / "live").lock("train"):  # a live process holds only this run
         runs = {r.path.name: r for r in discover_runs([tmp_path])}
         page = build_report([tmp_path], tmp_path / "report").read_text()

@@ -74,8 +74,16 @@ def to_grey(im, path: Path) -> np.ndarray:
 def decode(path: Path, notes: list[str], data: bytes | None = None) -> np.ndarray:
     """The first frame of an image file as grey (H, W); every failure is one UserError line.
     ``data``: the file's bytes (an LMDB record), ``path`` then only names it."""
+    import stat
+
     from PIL import Image, ImageOps
 
+    try:  # a FIFO or a device would block Pillow's read forever
+        regular = data is not None or stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = True  # missing: Pillow's open says so below
+    if not regular:
+        raise UserError(f"{path}: not a regular file (a pipe, device or folder is not read)")
     try:
         with warnings.catch_warnings():  # one limit: refuse what Pillow only warns about
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -251,9 +259,20 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
     return list(first.values())
 
 
-def read_labels(folder: Path, warn: Warn = warn_stderr, digits_only: bool = True) -> list[Row]:
-    """(filename, label, line number) rows of ``folder/labels.csv``, checked.
-    ``digits_only`` False: labels are checked against a charset later (attnlab.data.sources)."""
+def outside(folder: Path, name: str) -> bool:
+    """Whether a labels.csv file name points out of its folder (``../x.png``, ``/abs.png``);
+    judged by the name, so a symbolic link inside the folder is still inside."""
+    norm = os.path.normpath(name)
+    return os.path.isabs(name) or norm == ".." or norm.startswith(".." + os.sep)
+
+
+def read_labels(
+    folder: Path, warn: Warn = warn_stderr, allow_outside: bool = False, digits_only: bool = True
+) -> list[Row]:
+    """(filename, label, line number) rows of ``folder/labels.csv``, checked. A file name
+    outside the folder is refused unless ``allow_outside`` (eval.allow_outside=true). The
+    line number is where a record starts (a quoted field may span lines). ``digits_only``
+    False: labels are checked against a charset later (attnlab.data.sources)."""
     path = folder / LABELS
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
@@ -265,8 +284,9 @@ def read_labels(folder: Path, warn: Warn = warn_stderr, digits_only: bool = True
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:2]] != ["filename", "label"]:
             raise UserError(f"{path}:1: header must be 'filename,label', got {header}")
+        end = reader.line_num
         for row in reader:
-            line = reader.line_num
+            line, end = end + 1, reader.line_num  # the record's first line, then its last
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != 2:
@@ -276,6 +296,11 @@ def read_labels(folder: Path, warn: Warn = warn_stderr, digits_only: bool = True
             name, label = row[0].strip(), row[1].strip()
             if digits_only and (not label.isdigit() or not label.isascii()):
                 raise UserError(f"{path}:{line}: label {label!r} is not a string of digits 0-9")
+            if outside(folder, name) and not allow_outside:
+                raise UserError(
+                    f"{path}:{line}: {name!r} lies outside {folder} (eval.allow_outside=true "
+                    f"reads such files)"
+                )
             if not (folder / name).is_file():
                 raise UserError(f"{path}:{line}: image file {name!r} not found in {folder}")
             rows.append((name, label, line))
@@ -287,12 +312,16 @@ def read_labels(folder: Path, warn: Warn = warn_stderr, digits_only: bool = True
 
 
 def load_folder(
-    folder: Path | str, height: int, warn: Warn = warn_stderr, crop: bool = False
+    folder: Path | str,
+    height: int,
+    warn: Warn = warn_stderr,
+    crop: bool = False,
+    allow_outside: bool = False,
 ) -> tuple[StripBatch, list[str]]:
     """All strips of a folder (glyph spans unknown: zero) and their file names; ``crop`` as
-    in ``load_image``."""
+    in ``load_image``, ``allow_outside`` as in ``read_labels``."""
     folder = Path(folder)
-    rows = read_labels(folder, warn)
+    rows = read_labels(folder, warn, allow_outside)
     images = []
     for name, _, line in rows:
         where = f"{folder / LABELS}:{line}"
@@ -307,16 +336,23 @@ def load_folder(
     return pad_strips(images, labels, spans), [name for name, _, _ in rows]
 
 
-def export_folder(batch: StripBatch, out: Path | str) -> Path:
-    """Write strips as PNG files (cropped to their width) plus labels.csv."""
+def export_folder(batch: StripBatch, out: Path | str, force: bool = False) -> Path:
+    """Write strips as PNG files (cropped to their width) plus labels.csv. Files of an
+    earlier export are refused before anything is written, unless ``force``."""
     from PIL import Image
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     digits = len(str(len(batch)))
+    names = [f"strip_{i:0{digits}d}_{label}.png" for i, label in enumerate(batch.labels)]
+    taken = [n for n in [LABELS, *names] if (out / n).exists()]
+    if taken and not force:
+        raise UserError(
+            f"export.out={out}: {taken[0]} exists (an earlier export?); choose another folder "
+            f"or add --force to replace its files"
+        )
+    out.mkdir(parents=True, exist_ok=True)
     lines = ["filename,label"]
-    for i, label in enumerate(batch.labels):
-        name = f"strip_{i:0{digits}d}_{label}.png"
+    for i, (label, name) in enumerate(zip(batch.labels, names, strict=True)):
         pixels = batch.images[i, :, : int(batch.widths[i])].numpy()
         image = Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L")
         atomic_write(out / name, lambda p, im=image: im.save(p, format="PNG"))

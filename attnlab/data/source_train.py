@@ -204,10 +204,17 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
 
 
 def load_labelled(
-    path: Path | str, height: int, warn: Any, crop: bool, charset: str, key: str = "eval.folder"
+    path: Path | str,
+    height: int,
+    warn: Any,
+    crop: bool,
+    charset: str,
+    key: str = "eval.folder",
+    allow_outside: bool = False,
 ) -> tuple[StripBatch, list[str]]:
-    """Every strip of a folder, list file or LMDB, and their ids (``attnlab eval --folder``)."""
-    source = open_source(Path(path), warn, key)
+    """Every strip of a folder, list file or LMDB, and their ids (``attnlab eval --folder``);
+    ``allow_outside`` as in ``folder.read_labels``."""
+    source = open_source(Path(path), warn, key, allow_outside)
     check_charset(source, charset)
     cache = decode_all(source, height, crop, warn)
     return cache.batch(range(len(cache))), cache.ids

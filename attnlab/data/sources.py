@@ -63,11 +63,13 @@ class Source:
         return self.path / e.id if self.kind == "lmdb" else base / e.id
 
 
-def open_source(path: Path | str, warn: Warn = warn_stderr, key: str = "data.path") -> Source:
+def open_source(
+    path: Path | str, warn: Warn = warn_stderr, key: str = "data.path", allow_outside: bool = False
+) -> Source:
     """The strips listed at ``path`` (folder, list file or LMDB), each image checked present."""
     path = Path(path)
     if path.is_dir() and (path / LABELS).is_file():
-        rows = read_labels(path, warn, digits_only=False)
+        rows = read_labels(path, warn, allow_outside, digits_only=False)
         entries = [Entry(name, label, f"{path / LABELS}:{line}") for name, label, line in rows]
         return Source("folder", path, entries)
     if path.is_dir() and (path / LMDB_DATA).is_file():

@@ -37,6 +37,10 @@ def preview(cfg: DictConfig) -> None:
     pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
     if Path(p.out).is_dir():
         raise UserError(f"preview.out={p.out}: is a folder; name a .png file")
+    if Path(p.out).suffix.lower() != ".png":
+        raise UserError(f"preview.out={p.out}: the preview is a PNG image; name a .png file")
+    if Path(p.out).exists() and not p.force:
+        raise UserError(f"preview.out={p.out}: exists; add preview.force=true to replace it")
     strips = _sample(cfg, p.n, pair, "preview", p.seed, sort=True, augment=p.augment)
     out = draw_grid(strips, Path(p.out))
     print(f"wrote {len(strips)} strips to {out}")
@@ -75,10 +79,14 @@ def export(cfg: DictConfig) -> None:
     if e.format == "lmdb":  # the layout data=folder data.path=OUT reads back
         from attnlab.data.sources import export_lmdb
 
+        if Path(e.out).exists() and any(Path(e.out).iterdir()) and not e.force:
+            raise UserError(
+                f"export.out={e.out}: not empty; use a new folder, or --force to replace it"
+            )
         out = export_lmdb(strips, Path(e.out))
         print(
             f"wrote {len(strips)} strips as an LMDB (num-samples, image-%09d, label-%09d) to {out}"
         )
         return
-    out = export_folder(strips, Path(e.out))
+    out = export_folder(strips, Path(e.out), force=e.force)
     print(f"wrote {len(strips)} strips and labels.csv to {out}")

@@ -15,6 +15,7 @@ import importlib
 import importlib.resources
 import os
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -51,7 +52,8 @@ def register(name: str, config: type[ModelConfig], description: str) -> Callable
 
     def deco(cls: type[Reader]) -> type[Reader]:
         if name in _READERS and _READERS[name].reader is not cls:
-            raise ValueError(f"reader {name!r} is registered twice")
+            taken = _READERS[name].reader.__module__
+            raise ValueError(f"reader name {name!r} is already taken (by {taken})")
         cls.name = name
         _READERS[name] = ReaderSpec(name, cls, config, description)
         node = config(name=name)
@@ -82,10 +84,32 @@ def discover() -> None:
     for mod in pkgutil.iter_modules(readers.__path__):
         importlib.import_module(f"{readers.__name__}.{mod.name}")
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            raise UserError(f"{PLUGINS_ENV}: cannot import reader module {name!r}: {err}") from err
+        import_plugin(name)
+
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def import_plugin(name: str) -> None:
+    """Import the reader module ``name`` of ATTNLAB_READERS; whatever goes wrong (not a
+    module name, not found, a syntax error, an error or ``sys.exit`` while it runs, a
+    reader name already taken) is one UserError line naming the module."""
+    where = f"{PLUGINS_ENV}: reader module {name!r}"
+    if not _MODULE_NAME.match(name):
+        raise UserError(f"{where} is not a module name (dotted Python names, not a path)")
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise UserError(f"{where}: cannot import it: {err}") from err
+    except SyntaxError as err:
+        raise UserError(f"{where}: syntax error in {err.filename}, line {err.lineno}") from err
+    except SystemExit as err:
+        raise UserError(f"{where} called sys.exit({err.code!r}) while being imported") from err
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise UserError(
+            f"{where} failed while being imported: {type(err).__name__}: {first}"
+        ) from err
 
 
 LAB_READERS = ("fixed", "attention")  # the lab's comparison, in this order

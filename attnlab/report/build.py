@@ -7,11 +7,14 @@ Every file is written whole or not at all (attnlab.io), with the umask's usual m
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-from attnlab.io import write_bytes, write_text
+from attnlab.io import PARTIAL, WriteError, write_bytes, write_text
 from attnlab.report.aggregate import TrainGroup, aggregate, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.compare import (
@@ -25,7 +28,7 @@ from attnlab.report.compare import (
 )
 from attnlab.report.discover import ReportError, discover_runs
 from attnlab.report.explorer import explorer
-from attnlab.report.figures import draw_plots
+from attnlab.report.figures import PLOTS, draw_plots
 from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
 from attnlab.report.html import Section, render_index
@@ -88,13 +91,70 @@ def build_report(
 
     Raises ReportError when a path does not exist, no run is found under `paths`, or
     `compare_pair` names variants that cannot be compared; a run that is broken, partial,
-    stale or a duplicate seed is listed with its problems, never a crash.
+    stale or a duplicate seed is listed with its problems, never a crash. The report is
+    written all or nothing: built in a hidden folder beside `out_dir`, then swapped in, so a
+    failure (a full disk) leaves an earlier report in `out_dir` as it was.
     """
     paths = [Path(p) for p in paths]
     runs = discover_runs(paths)
     if not runs:
         raise ReportError(f"no runs found under {', '.join(str(p) for p in paths)}")
     out_dir = Path(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(
+            tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=PARTIAL, dir=out_dir.parent)
+        )
+    except OSError as err:
+        raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
+    try:
+        _write(paths, runs, work, compare_pair)
+        _swap_in(work, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out_dir / INDEX
+
+
+def _swap_in(work: Path, out_dir: Path) -> None:
+    """Put the finished report `work` in place of `out_dir`. Files of `out_dir` that are not
+    the report's (a note someone keeps there) are copied over first, so nothing is lost."""
+    os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from colleagues
+    if not out_dir.exists():
+        work.rename(out_dir)
+        return
+    old = out_dir.parent / f".{out_dir.name}.old{PARTIAL}"
+    try:
+        for entry in out_dir.iterdir():
+            if not (work / entry.name).exists() and not _is_report_file(entry.name):
+                copy = shutil.copytree if entry.is_dir() else shutil.copy2
+                copy(entry, work / entry.name)
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+        work.rename(out_dir)
+    except OSError as err:
+        if old.exists() and not out_dir.exists():
+            old.rename(out_dir)
+        raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _is_report_file(name: str) -> bool:
+    """A file an earlier report wrote (it is replaced or, when this report has none, dropped:
+    an old comparisons.csv or plot must not outlive the runs it described)."""
+    kinds = (*PLOTS, "swept")
+    own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV)
+    return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write(
+    paths: list[Path], runs: list, out_dir: Path, compare_pair: tuple[str, str] | None
+) -> Path:
     dup_notes = assign_variants(runs)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)

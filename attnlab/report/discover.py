@@ -69,6 +69,11 @@ class RunInfo:
         return not self.problems
 
     @property
+    def unsound(self) -> bool:
+        """A file of the run cannot be trusted: it counts in no aggregate (evaluations, probes)."""
+        return any(p.endswith(UNSOUND) for p in self.problems)
+
+    @property
     def reader_name(self) -> str:
         return self.reader or UNKNOWN
 
@@ -168,7 +173,12 @@ def _read_status(run: RunDir, info: RunInfo) -> None:
         reason = status.error or "interrupted"  # train.py writes "interrupted (SIGTERM)"
         if not reason.startswith("interrupted"):
             reason = f"interrupted: {reason}"
-        info.problems.append(f"{reason} at step {status.step}; resumable from last.pt")
+        resume = (
+            "resumable from last.pt"
+            if run.checkpoint("last").is_file()
+            else "no checkpoint yet: training it again starts from step 0"
+        )
+        info.problems.append(f"{reason} at step {status.step}; {resume}")
     elif status.state is RunStatus.running and run.lock_holder() is None:
         info.status = "stale"
         info.problems.append(
@@ -187,6 +197,11 @@ def _read_metrics(run: RunDir, info: RunInfo) -> None:
         info.reader = str(metrics.reader)
 
 
+# A run with one of these problems is left out of every aggregate, not only the evaluation
+# it concerns: its files cannot be trusted.
+UNSOUND = ": the run is left out of every aggregate"
+
+
 def _read_evals(run: RunDir, info: RunInfo) -> None:
     for ev in run.evals():
         result = _read_eval(ev, info)
@@ -196,11 +211,17 @@ def _read_evals(run: RunDir, info: RunInfo) -> None:
         table, meta = result
         if info.reader and meta.reader and meta.reader != info.reader:
             info.problems.append(
-                f"eval/{ev.name}: reader {meta.reader!r} differs from config {info.reader!r}"
+                f"eval/{ev.name}: reader {meta.reader!r} differs from config "
+                f"{info.reader!r}{UNSOUND}"
             )
+            continue
         info.evals.append(ev.name)
         info.eval_tables[ev.name] = table
         info.eval_meta[ev.name] = meta
+    if info.unsound:
+        info.evals.clear()
+        info.eval_tables.clear()
+        info.eval_meta.clear()
     for partial in run.partial_evals():  # eval/.<name>.partial
         name = partial.name.removeprefix(".").rsplit(".", 1)[0]
         info.problems.append(f"eval/{name}: partial (being written or killed)")
@@ -249,7 +270,38 @@ def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | st
     bad = sorted(set(lengths[~(lengths.str.fullmatch(r"\d+") | (lengths == TOTAL))]))
     if bad:
         return f"{csv_name} has bad length {bad[0]!r}"
+    if (cell := bad_cell(ev.table_csv)) is not None:
+        return f"{csv_name} {cell}{UNSOUND}"
     return table, meta
+
+
+# Cells that must hold a number: the strip count and the two metrics every table has.
+# Another metric's cell may be empty (not measured: alignment without attention weights).
+NUMBER_REQUIRED = ["n", "exact_acc", "cer"]
+
+
+def bad_cell(path: Path) -> str | None:
+    """The first metric cell of an evaluation table that is not a finite number (``NaN``,
+    ``inf``, ``abc``; an empty cell where a number is required), as "row R, column C: 'v'";
+    None when every cell is sound. pandas would read such cells as NaN, and a NaN is
+    dropped from a seed mean without a word, so the table would count with holes in it."""
+    import math
+
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as exc:
+        return f"is unreadable ({exc})"
+    for column in (c for c in TABLE_COLUMNS if c in raw.columns and c not in ("length", "split")):
+        for row, text in enumerate(raw[column].astype(str).str.strip(), start=2):
+            if text == "" and column not in NUMBER_REQUIRED:
+                continue
+            try:
+                ok = math.isfinite(float(text))
+            except ValueError:
+                ok = False
+            if not ok:
+                return f"line {row}, column {column}: {text!r} is not a finite number"
+    return None
 
 
 def _read_history(run: RunDir, info: RunInfo) -> None:

@@ -94,7 +94,7 @@ def probe_frame(group: TrainGroup) -> tuple[pd.DataFrame, list[str], dict]:
     """One row per (run, probe, summary row), the problems of probes that do not count, and
     the example figure of each (reader, probe) from its first run that has one."""
     rows, notes, examples = [], [], {}
-    for run in group.runs:
+    for run in (r for r in group.runs if not r.unsound):  # its problems say why
         for partial in ProbeDir.root(run.path).glob(f".*{PARTIAL}"):
             name = partial.name.removeprefix(".").removesuffix(PARTIAL)
             notes.append(f"{run.path}: probe/{name}: partial (being written or killed)")

@@ -44,9 +44,8 @@ class SummaryTable:
     notes: list[str] = field(default_factory=list)  # seeds and band per column group
 
     def markdown(self) -> str:
-        return pd.DataFrame([r.cells for r in self.rows], columns=self.columns).to_markdown(
-            index=False
-        )
+        columns = [_md_escape(c) for c in self.columns]  # reader names are in the headings
+        return pd.DataFrame([r.cells for r in self.rows], columns=columns).to_markdown(index=False)
 
 
 def _heading(metric: Metric) -> str:
@@ -142,7 +141,13 @@ def _p_value(p: float) -> str:
 
 
 def _md_escape(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text as Markdown shows it: no table-breaking "|" or newline, and no raw HTML (a reader
+    or run name with "<script>" in it is shown, not run, by a Markdown viewer): "<", ">" and
+    "&" get Markdown's backslash escape."""
+    out = str(text).replace("\n", " ")
+    for char in "\\|<>&":
+        out = out.replace(char, "\\" + char)
+    return out
 
 
 def summary_md(
@@ -193,7 +198,8 @@ def summary_md(
         lines += ["None: every run has a status, metrics and an evaluation.", ""]
     for r in bad:
         lines.append(
-            f"- `{r.path}` ({r.variant or r.reader_name}, seed {r.seed}, train {r.train}, "
+            f"- `{r.path}` ({_md_escape(r.variant or r.reader_name)}, seed {r.seed}, "
+            f"train {r.train}, "
             f"{r.status}): " + _md_escape("; ".join(r.problems))
         )
     return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,263 @@
+"""Faults, round three (issue #24), classes 4-9: one line where one line is promised, and
+no file overwritten or changed by a refusal. The silent wrong results (classes 1-3) are in
+test_faults_round3.py; ``checksums`` there compares a whole directory before and after.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from test_faults import TINY, one_line_error, run_limited, start_training, wait_for
+from test_faults_round3 import checksums, unchanged
+
+
+def appended_only(root: Path, before: dict[str, str], log_before: str) -> None:
+    """Nothing lost: every file as it was, except train.log, which may only grow (a refused
+    command says in the run's log why it was refused)."""
+    after = checksums(root)
+    changed = sorted(k for k, v in before.items() if after.get(k) != v and k != "train.log")
+    assert changed == [] and sorted(after) == sorted(before), (changed, sorted(after))
+    assert (root / "train.log").read_text().startswith(log_before)
+
+
+# --- [4] crafted or corrupt checkpoint contents ---------------------------------------------
+
+
+def _crafted(d: dict, how: str) -> None:
+    if how == "model=None":
+        d["model"] = None
+    elif how == "config=[1,2]":
+        d["config"] = [1, 2]
+    elif how == "config.model=[1]":
+        d["config"]["model"] = [1]
+    else:
+        key, value = how.split("=")
+        d["config"]["model"][key.rsplit(".", 1)[1]] = float(value) if "e" in value else int(value)
+
+
+@pytest.mark.parametrize(
+    "how, mentions",
+    [
+        ("model=None", "'model' entry"),
+        ("config=[1,2]", "'config' entry"),
+        ("config.model=[1]", "model is not a mapping"),
+        ("config.model.hidden=-1", "model.hidden"),
+        ("config.model.hidden=1e6", "model.hidden"),
+        ("config.model.hidden=1000000", "too large"),
+        ("config.model.layers=0", "model.layers"),
+    ],
+)
+def test_a_crafted_checkpoint_is_one_line_before_any_tensor_is_built(
+    how, mentions, trained, attnlab_cli, tmp_path
+):
+    ckpt = torch.load(trained["attention"] / "checkpoints" / "best.pt", weights_only=True)
+    crafted = copy.deepcopy(ckpt)
+    _crafted(crafted, how)
+    path = tmp_path / "x.pt"
+    torch.save(crafted, path)
+    before = checksums(tmp_path)
+    one_line_error(attnlab_cli("eval", path, "eval.n=2", cwd=tmp_path), mentions)
+    one_line_error(attnlab_cli("read", path, "--run", path, cwd=tmp_path), mentions)
+    unchanged(tmp_path, before)
+
+
+def test_an_absurd_model_size_is_refused_before_training(attnlab_cli, tmp_path):
+    run = tmp_path / "run"
+    res = attnlab_cli("train", *TINY, "model.hidden=100000000", f"hydra.run.dir={run}",
+                      cwd=tmp_path)  # fmt: skip
+    one_line_error(res, "too large", "model.hidden")
+
+
+# --- [5] device names --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["mps", "meta", "cuda:x", "CPU"])
+def test_a_device_the_readme_does_not_document_is_one_line_and_writes_nothing(
+    device, trained, copy_run, attnlab_cli, tmp_path
+):
+    run = copy_run(trained["attention"])
+    before = checksums(run)
+    one_line_error(attnlab_cli("read", run / "x.png", "--run", run, "--device", device,
+                               cwd=tmp_path), "device", device)  # fmt: skip
+    one_line_error(attnlab_cli("eval", run, f"device={device}", cwd=tmp_path), "device")
+    one_line_error(attnlab_cli("probe", run, f"device={device}", cwd=tmp_path), "device")
+    unchanged(run, before)
+    fresh = tmp_path / "fresh"
+    res = attnlab_cli("train", *TINY, f"train.device={device}", f"hydra.run.dir={fresh}",
+                      cwd=tmp_path)  # fmt: skip
+    one_line_error(res, "train.device")
+    assert not (fresh / "status.json").exists() and not (fresh / ".hydra").exists()
+
+
+# --- [6] reader plugins that fail to import ---------------------------------------------------
+
+PLUGINS = {
+    "p_raise": ('raise RuntimeError("boom")\n', "RuntimeError: boom"),
+    "p_syntax": ("def (\n", "syntax error"),
+    "p_exit": ("import sys\nsys.exit(3)\n", "sys.exit(3)"),
+    "p_taken": (
+        "from attnlab.models.registry import register\n"
+        "from attnlab.models.readers.attention import AttentionConfig, AttentionReader\n"
+        "@register('attention', AttentionConfig, 'a second attention')\n"
+        "class Again(AttentionReader):\n    pass\n",
+        "already taken",
+    ),
+    "../etc": (None, "not a module name"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(PLUGINS))
+def test_a_plugin_that_fails_on_import_is_one_line_naming_it(
+    module, attnlab_cli, cli_env, tmp_path
+):
+    source, mentions = PLUGINS[module]
+    if source is not None:
+        (tmp_path / f"{module}.py").write_text(source)
+    env = {**cli_env, "PYTHONPATH": str(tmp_path), "ATTNLAB_READERS": module}
+    for args in (["readers"], ["train", *TINY, f"hydra.run.dir={tmp_path / 'r'}"]):
+        res = subprocess.run([sys.executable, "-m", "attnlab.cli", *args], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        one_line_error(res, "ATTNLAB_READERS", repr(module), mentions)
+    assert not (tmp_path / "r").exists()
+
+
+# --- [7] FIFOs and other files that are not regular; one beam check ----------------------------
+
+
+def test_read_refuses_a_fifo_and_reads_the_other_files(trained, attnlab_cli, tmp_path):
+    export = tmp_path / "ex"
+    assert attnlab_cli("data", "export", export, "--n", "2", cwd=tmp_path).returncode == 0
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    images = sorted(export.glob("*.png"))
+    res = attnlab_cli("read", fifo, *images, "--run", trained["attention"], cwd=tmp_path,
+                      timeout=120)  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "not a regular file" in res.stderr
+    assert all(str(p) in res.stdout for p in images)
+    one_line_error(attnlab_cli("read", tmp_path, "--run", trained["attention"], cwd=tmp_path),
+                   "not a regular file")  # fmt: skip
+
+
+@pytest.mark.parametrize("beam", ["0", "-5"])
+def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_cli, tmp_path):
+    one_line_error(attnlab_cli("read", "x.png", "--run", trained["attention"], "--beam", beam,
+                               cwd=tmp_path), "--beam", "must be >= 1")  # fmt: skip
+    one_line_error(attnlab_cli("eval", trained["attention"], "--beam", beam, cwd=tmp_path),
+                   "eval.beam", "must be >= 1")  # fmt: skip
+
+
+# --- [8] every refusal is one line; nothing is written before the checks ------------------------
+
+
+@pytest.mark.parametrize(
+    "override, mentions",
+    [
+        ("seed=100000000000000000000", "seed"),
+        ("seed=-1", "seed"),
+        ("seed=${oc.env:HOME}", "seed"),
+        ("seed=1e20", "seed"),
+        ("model.stride=3", "stride"),
+    ],
+)
+def test_a_bad_seed_or_value_is_one_line_and_leaves_no_run(
+    override, mentions, attnlab_cli, tmp_path
+):
+    run = tmp_path / "run"
+    res = attnlab_cli("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
+    one_line_error(res, mentions)
+    assert "Error executing job" not in res.stderr and "full_key" not in res.stderr
+    assert not (run / "status.json").exists() and not (run / ".hydra").exists()
+
+
+def test_a_bad_value_for_a_finished_run_is_one_line_and_changes_nothing(
+    trained, copy_run, attnlab_cli, tmp_path
+):
+    run = copy_run(trained["attention"])
+    before, log = checksums(run), (run / "train.log").read_text()
+    for override in ("seed=${oc.env:HOME}", "train.device=mps", "model=fixed"):
+        res = attnlab_cli("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
+        one_line_error(res)
+    appended_only(run, before, log)
+
+
+# --- [9] overwrites and half-written outputs ----------------------------------------------------
+
+
+def test_a_refused_trainer_leaves_the_hydra_files_of_a_busy_run_alone(tmp_path, attnlab_cli):
+    run = tmp_path / "R2"
+    run.mkdir()
+    first = start_training(run, "train.steps=400", "train.checkpoint_every=1000")
+    try:
+        wait_for(run / "status.json", first)
+        hydra = {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()}
+        res = attnlab_cli("train", *TINY, "model=fixed", "seed=5", f"hydra.run.dir={run}",
+                          cwd=tmp_path)  # fmt: skip
+        one_line_error(res, "in use")
+        assert {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()} == hydra
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)
+    # Interrupted before its first checkpoint: no last.pt holds a copy of .hydra/, and still
+    # a refused command changes nothing of the run.
+    assert not (run / "checkpoints" / "last.pt").exists()
+    before, log = checksums(run), (run / "train.log").read_text()
+    res = attnlab_cli("train", *TINY, "model=fixed", "seed=5", "train.steps=0",
+                      f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
+    one_line_error(res, "train.steps")
+    appended_only(run, before, log)
+
+
+def test_export_and_preview_refuse_existing_files_unless_forced(trained, attnlab_cli, tmp_path):
+    export = tmp_path / "ex"
+    assert attnlab_cli("data", "export", export, "--n", "4", cwd=tmp_path).returncode == 0
+    before = checksums(export)
+    one_line_error(attnlab_cli("data", "export", export, "--n", "2", cwd=tmp_path),
+                   "labels.csv exists", "--force")  # fmt: skip
+    unchanged(export, before)
+    res = attnlab_cli("data", "export", export, "--n", "2", "--force", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert len((export / "labels.csv").read_text().splitlines()) == 3
+
+    run = trained["attention"]
+    before = checksums(run)
+    one_line_error(attnlab_cli("data", "preview", f"preview.out={run / 'metrics.json'}",
+                               cwd=tmp_path), "preview.out", ".png")  # fmt: skip
+    one_line_error(attnlab_cli("data", "preview", "preview.out=x.txt", cwd=tmp_path), ".png")
+    unchanged(run, before)
+    png = tmp_path / "p.png"
+    png.write_bytes(b"keep")
+    one_line_error(attnlab_cli("data", "preview", f"preview.out={png}", "preview.n=2",
+                               cwd=tmp_path), "exists", "preview.force")  # fmt: skip
+    assert png.read_bytes() == b"keep"
+    res = attnlab_cli("data", "preview", f"preview.out={png}", "preview.n=2",
+                      "preview.force=true", cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_report_that_fails_on_a_full_disk_leaves_the_old_report_whole(
+    trained, attnlab_cli, cli_env, tmp_path
+):
+    out = tmp_path / "O"
+    res = attnlab_cli("report", trained["fixed"], "--out", out, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (out / "my notes.txt").write_text("kept")
+    before = checksums(out)
+    res = run_limited(["report", trained["attention"], trained["fixed"], "--out", out],
+                      tmp_path, 20_000, cli_env)  # fmt: skip
+    one_line_error(res, "cannot write")
+    unchanged(out, before)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".O.")]
+    # A report that succeeds replaces the old one and keeps what is not the report's.
+    res = attnlab_cli("report", trained["attention"], trained["fixed"], "--out", out,
+                      cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert (out / "my notes.txt").read_text() == "kept"
+    assert "attention" in (out / "summary.md").read_text()
