@@ -144,8 +144,8 @@ def check_charset(source: Source, charset: str) -> None:
     what = f"characters {shown!r} outside data.charset={charset!r}" if chars else ""
     what += (" and " if chars and empty else "") + (f"{empty} empty" if empty else "")
     raise UserError(
-        f"{source.path}: {len(bad)} label(s) with {what}; first at {bad[0].where} "
-        f"({bad[0].label!r}); add the characters to data.charset or fix the labels"
+        f"{bad[0].where}: label {bad[0].label!r}: {len(bad)} label(s) of {source.path} with "
+        f"{what}; add the characters to data.charset or fix the labels"
     )
 
 
