@@ -335,3 +335,20 @@ def test_optuna_sweeper_gets_the_objective(attnlab_cli, tmp_path):
     lr = yaml.safe_load((best / ".hydra/config.yaml").read_text())["optim"]["lr"]
     if list(recorded.values()).count(recorded[best]) == 1:  # a tie may name either trial
         assert results["best_params"]["optim.lr"] == pytest.approx(lr)
+
+
+def test_a_new_report_drops_an_old_reports_files_but_keeps_the_users(tmp_path):
+    a = write_run(tmp_path / "runs/a", seed=0, train=(1, 1), lengths=range(1, 2))
+    b = write_run(tmp_path / "runs/b", seed=0, reader="fixed", train=(1, 1), lengths=range(1, 2))
+    add_readings(a, {1: [1, 0]})
+    add_readings(b, {1: [1, 1]})
+    out = tmp_path / "report"
+    build_report([tmp_path / "runs"], out)
+    assert (out / "comparisons.csv").is_file()
+    (out / "my notes.txt").write_text("keep me")
+    import shutil
+
+    shutil.rmtree(b)  # the next report has one reader: nothing to compare
+    build_report([tmp_path / "runs"], out)
+    assert not (out / "comparisons.csv").exists()  # not the old report's, carried over
+    assert (out / "my notes.txt").read_text() == "keep me"
