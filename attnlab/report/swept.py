@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from attnlab.metrics import TOTAL
 from attnlab.report.aggregate import band_words
@@ -144,11 +145,12 @@ def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot
         ax.set_ylim(-2, 102)
         if log:
             ax.set_xscale("log")
+            ax.xaxis.set_minor_locator(NullLocator())  # only the swept values are labelled
         ticks = sorted(set(xs))
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{t:g}" for t in ticks])
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="lower left")
+    axes[0].legend(fontsize=8, loc="best")
     band = " / ".join(band_words(k) for k in sorted(kinds))
     title = f"Exact accuracy against {key} · eval {name} · band: {band or 'none'}"
     fig.suptitle(title)
