@@ -257,8 +257,15 @@ def _report_sweeps(args: list[str], started: float) -> None:
         return
     root = next((Path(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")), None)
     root = root or Path("multirun")
-    sweeps = [p.parent for p in root.glob("**/multirun.yaml") if p.stat().st_mtime >= started - 1]
-    if root.joinpath("multirun.yaml").exists() and root not in sweeps:
+    # Hydra's basic sweeper writes multirun.yaml; the Optuna sweeper its optimization results
+    markers = ("multirun.yaml", "optimization_results.yaml")
+    sweeps = [
+        p.parent
+        for marker in markers
+        for p in root.glob(f"**/{marker}")
+        if p.stat().st_mtime >= started - 1
+    ]
+    if any(root.joinpath(m).exists() for m in markers) and root not in sweeps:
         sweeps.append(root)
     bad = False
     for sweep in sorted(set(sweeps)):
