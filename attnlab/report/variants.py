@@ -40,6 +40,7 @@ NEUTRAL_KEYS = (
     "eval.map_lengths",
     "eval.head_maps",
     "eval.failures_shown",  # lines printed
+    "eval.explore_n",  # how many strips the report's explorer keeps
 )
 SEP = " · "  # between the reader and the keys of a variant's label
 UNSET = "<unset>"  # a key that a run's config lacks
