@@ -72,3 +72,49 @@ def copy_run(tmp_path) -> Callable[[Path], Path]:
         return dest
 
     return copy
+
+
+# --- kill a training and resume it (test_train.py, test_sources.py) ------------------------
+
+
+@pytest.fixture
+def killed_and_resumed(attnlab_cli):
+    """``killed_and_resumed(args, tmp_path) -> (whole, cut, step)``: trains ``args`` straight
+    through into ``whole``, and into ``cut`` with a SIGKILL right after its first checkpoint,
+    then resumes ``cut``; asserts both end with the same metrics, weights and history."""
+    import json
+    import signal
+    import time
+
+    import torch
+
+    def run(args: list[str], tmp_path: Path) -> tuple[Path, Path, int]:
+        whole, cut = tmp_path / "whole", tmp_path / "cut"
+        res = attnlab_cli("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        cmd = [sys.executable, "-m", "attnlab.cli", "train", *args, f"hydra.run.dir={cut}"]
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.time() + 120
+        while not (cut / "checkpoints" / "last.pt").exists() and proc.poll() is None:
+            assert time.time() < deadline
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (cut / "metrics.json").exists():
+            pytest.fail("the run finished before it could be killed")
+        step = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)["step"]
+        res = attnlab_cli("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        a = json.loads((whole / "metrics.json").read_text())
+        b = json.loads((cut / "metrics.json").read_text())
+        assert a["val"] == b["val"] and a["best"] == b["best"]
+        wa = torch.load(whole / "checkpoints" / "last.pt", weights_only=True)
+        wb = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)
+        for key, value in wa["model"].items():
+            assert torch.equal(value, wb["model"][key]), key
+        assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
+        return whole, cut, step
+
+    return run

@@ -4,10 +4,6 @@ label checks, the held-out share, resume after a kill (attnlab.data.sources, sou
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 
 import lmdb
 import pytest
@@ -160,40 +156,20 @@ def test_a_label_too_long_is_refused_or_skipped(tmp_path, attnlab_cli):
     assert "1 skipped as too long" in (run / "train.log").read_text()
 
 
-def test_a_folder_run_resumes_bit_identically_after_a_kill(tmp_path, attnlab_cli, fifty):
+def test_a_folder_run_resumes_bit_identically_after_a_kill(
+    tmp_path, attnlab_cli, killed_and_resumed, fifty
+):
     args = [
         *TINY, "data=folder", f"data.path={fifty['lmdb']}", "data.mix=0.25",
         "train.steps=60", "train.checkpoint_every=10", "train.val_every=20",
     ]  # fmt: skip
-    whole = tmp_path / "whole"
-    assert attnlab_cli("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path).returncode == 0
-
-    cut = tmp_path / "cut"
-    cmd = [sys.executable, "-m", "attnlab.cli", "train", *args, f"hydra.run.dir={cut}"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not (cut / "checkpoints" / "last.pt").exists() and proc.poll() is None:
-        assert time.time() < deadline
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    if (cut / "metrics.json").exists():
-        pytest.fail("the run finished before it could be killed")
-    killed_at = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)["step"]
+    whole, cut, killed_at = killed_and_resumed(args, tmp_path)
     assert 0 < killed_at < 60
-
-    res = attnlab_cli("train", *args, f"hydra.run.dir={cut}", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
     assert f"at step {killed_at}" in (cut / "train.log").read_text()
-    a = json.loads((whole / "metrics.json").read_text())
-    b = json.loads((cut / "metrics.json").read_text())
-    assert a["val"] == b["val"] and a["best"] == b["best"]
-    wa = torch.load(whole / "checkpoints" / "last.pt", weights_only=True)
-    wb = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)
-    for key, value in wa["model"].items():
-        assert torch.equal(value, wb["model"][key]), key
-    assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
-    assert wa["data_split"] == wb["data_split"]
+    split = [
+        torch.load(r / "checkpoints/last.pt", weights_only=True)["data_split"] for r in (whole, cut)
+    ]
+    assert split[0] == split[1]
 
     # attnlab eval RUN: the held-out strips, per length, by default.
     res = attnlab_cli("eval", whole, cwd=tmp_path)
@@ -201,7 +177,7 @@ def test_a_folder_run_resumes_bit_identically_after_a_kill(tmp_path, attnlab_cli
     meta = json.loads((whole / "eval" / "held-out-greedy" / "eval.json").read_text())
     readings = (whole / "eval" / "held-out-greedy" / "readings.csv").read_text()
     assert meta["source"] == "folder"
-    held = wa["data_split"]["held_out"]
+    held = split[0]["held_out"]
     assert sum(f"image-{i:09d}" in readings for i in range(1, 51)) == len(held)
 
 
