@@ -210,7 +210,7 @@ def train(ctx: typer.Context) -> None:
     attnlab train model=fixed 'data.train_lengths=[1,8]'; attnlab train preset=gpu;
     attnlab train --cfg job (print the config).
     """
-    from attnlab.train import main as task
+    from attnlab.tasks.train import main as task
 
     run_task(task, ctx.args, "attnlab train")
 
@@ -225,7 +225,7 @@ def sweep_lengths(ctx: typer.Context) -> None:
     Examples: attnlab sweep lengths seed=0; attnlab sweep lengths hydra/launcher=local;
     attnlab sweep lengths hydra/launcher=slurm preset=gpu hydra.launcher.partition=gpu.
     """
-    from attnlab.sweep import main as task
+    from attnlab.tasks.sweep import main as task
 
     started = time.time()
     args = [_readers_axis(a) if a.startswith("readers=") else a for a in ctx.args]
@@ -251,7 +251,7 @@ def _readers_axis(arg: str) -> str:
 
 def _report_sweeps(args: list[str], started: float) -> None:
     """After a sweep: which jobs failed and where their logs are (exit 1 if any)."""
-    from attnlab.sweep import job_logs, summarize
+    from attnlab.tasks.sweep import job_logs, summarize
 
     if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
         return
@@ -303,7 +303,7 @@ def eval_(
     Extra key=value overrides go to the eval config, e.g. 'eval.lengths=[1,20]' eval.maps_k=5
     checkpoint=last.
     """
-    from attnlab.evaluate import main as task
+    from attnlab.tasks.evaluate import main as task
 
     extra = [f"run={hydra_value(run)}"]
     if folder is not None:
@@ -325,7 +325,7 @@ def probe(
     Writes CSV tables and figures under RUN/probe/<name>/. Extra key=value overrides go to
     the probe config, e.g. probe.n=30 'probe.lengths=[4,12]'.
     """
-    from attnlab.probe import main as task
+    from attnlab.tasks.probe import main as task
 
     run_task(task, [f"run={hydra_value(run)}", *ctx.args], "attnlab probe")
 
@@ -343,7 +343,7 @@ def read(
     ),
 ) -> None:
     """Read strip images with a trained reader: prints file, reading, confidence."""
-    from attnlab.read import read_files
+    from attnlab.tasks.read import read_files
 
     try:
         bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo, crop)
@@ -400,7 +400,7 @@ def report(
 @data_app.command("preview", context_settings=FORWARD)
 def data_preview(ctx: typer.Context) -> None:
     """A PNG grid of sample strips with their labels (preview.out=PATH, preview.n=N)."""
-    from attnlab.data.tasks import preview as task
+    from attnlab.tasks.strips import preview as task
 
     run_task(task, ctx.args, "attnlab data preview")
 
@@ -416,7 +416,7 @@ def data_export(
     force: bool = typer.Option(False, "--force", help="Replace files of an earlier export."),
 ) -> None:
     """Write synthetic strips as PNG files plus labels.csv (filename,label), or an LMDB."""
-    from attnlab.data.tasks import export as task
+    from attnlab.tasks.strips import export as task
 
     lo, sep, hi = lengths.partition("-")
     if not (lo.strip().isdigit() and (not sep or hi.strip().isdigit())):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 
 @dataclass
@@ -180,7 +180,7 @@ class ExperimentConfig:
 
     seed: int = 0
     # A run directory (its best.pt) or checkpoint to start from: what fits is loaded, the
-    # rest (another charset's output layer) re-initialised and listed (attnlab.finetune).
+    # rest (another charset's output layer) re-initialised and listed (attnlab.training.finetune).
     init_from: str | None = None
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = MISSING  # the config group `model` chooses a reader's subclass
@@ -242,6 +242,15 @@ def register_configs() -> None:
 
 
 register_configs()
+
+
+def plain_config(cfg: Any) -> dict[str, Any]:
+    """The config as plain Python values (enums as strings), for checkpoints and JSON."""
+    return OmegaConf.to_container(  # type: ignore[return-value]
+        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
+        resolve=True,
+        enum_to_str=True,
+    )
 
 
 def seen_lengths(data: Any) -> list[int]:
@@ -417,7 +426,7 @@ def check_eval(e: Any, prefix: str = "eval") -> None:
 
 def check_experiment(cfg: Any) -> None:
     """Every value check of a training config; one UserError naming the key."""
-    from attnlab.checks import check_device, check_seed, check_size
+    from attnlab.runs.checks import check_device, check_seed, check_size
 
     check_seed(cfg.seed)
     check_data(cfg.data)
@@ -467,7 +476,7 @@ def check_experiment(cfg: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# `attnlab probe`: interventions on correctly read strips (attnlab.probe, attnlab.interventions).
+# `attnlab probe`: interventions on correctly read strips (tasks/probe, evaluation/interventions).
 
 
 @dataclass

@@ -35,3 +35,13 @@ def reports_user_errors(task: Callable[[Any], Any]) -> Callable[[Any], Any]:
             raise SystemExit(2) from err
 
     return wrapper
+
+
+def one_line(err: BaseException) -> str:
+    """An error as one line: its first line, then the key it concerns (OmegaConf's messages go
+    on with ``full_key:`` lines)."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    key = next(
+        (ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")), ""
+    )
+    return lines[0] + (f" (key: {key})" if key else "")

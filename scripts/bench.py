@@ -9,10 +9,10 @@
 
 Sections:
   synth     strips/s of synthesis (8-digit strips, batches of 1024) on ONE CPU core
-  train     strips/s of the real training step (attnlab.train.Trainer.train_step) of each
+  train     strips/s of the real training step (attnlab.tasks.train.Trainer.train_step) of each
             reader at the default config, and peak memory; each reader runs in its own
             process so that its peak resident memory is its own
-  eval      strips/s of greedy reading (attnlab.evaluate.read_strips); with --run, the time
+  eval      strips/s of greedy reading (attnlab.tasks.evaluate.read_strips); with --run, the time
             of the default evaluation (fixed test sets of lengths 1..2x the longest seen
             length, 1,000 strips each); without it, an untrained attention reader
   converge  (only when asked) training wall time until every seen length reaches 99% exact
@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from attnlab.rundir import RunDir
+from attnlab.runs.rundir import RunDir
 
 SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder")
 DEFAULT_SECTIONS = ("synth", "train", "eval")
@@ -215,7 +215,7 @@ def show_synth(r: dict[str, Any]) -> None:
 
 def bench_train(reader: str, device: str, seconds: float, overrides: list[str]) -> dict[str, Any]:
     """Runs in its own process: Trainer.train_step of one reader at the default config."""
-    from attnlab.train import Trainer
+    from attnlab.training.trainer import Trainer
 
     cfg = compose(reader, device, overrides)
     with tempfile.TemporaryDirectory(prefix="attnlab_bench_") as tmp:
@@ -361,13 +361,13 @@ def show_folder(r: dict[str, Any], device: str) -> None:
 
 
 def bench_eval(args, device: str) -> dict[str, Any]:
-    from attnlab import checkpoint
     from attnlab.config import seen_lengths
     from attnlab.data.strips import StripSynth, fixed_set
-    from attnlab.evaluate import default_lengths
-    from attnlab.inference import read_strips
-    from attnlab.metrics import quick_scores
+    from attnlab.evaluation.inference import read_strips
+    from attnlab.evaluation.metrics import quick_scores
     from attnlab.models import registry
+    from attnlab.runs import checkpoint
+    from attnlab.tasks.evaluate import default_lengths
 
     dev = torch.device(device)
     if args.run:
@@ -444,7 +444,7 @@ def full_evaluate_run(ckpt_path: Path, device: str, n: int) -> float:
     import shutil
 
     from attnlab.config import EvalConfig
-    from attnlab.evaluate import evaluate_run
+    from attnlab.tasks.evaluate import evaluate_run
 
     with tempfile.TemporaryDirectory(prefix="attnlab_bench_eval_") as tmp:
         copy = Path(tmp) / "checkpoints" / "best.pt"
@@ -509,7 +509,7 @@ def bench_typefaces(reader: str) -> dict[str, Any]:
 
 
 def bench_converge(args, device: str, reader: str) -> dict[str, Any]:
-    from attnlab.train import Trainer
+    from attnlab.training.trainer import Trainer
 
     cfg = compose(reader, device, args.override)
     with tempfile.TemporaryDirectory(prefix="attnlab_bench_") as tmp:

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlab import explore
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, fixed_set
-from attnlab.inference import Readings
+from attnlab.evaluation import explore
+from attnlab.evaluation.inference import Readings
 from attnlab.report.discover import RunInfo
 from attnlab.report.explorer import explorer
 from attnlab.report.html import render_index
-from attnlab.report.readers import colours
-from attnlab.rundir import RunDir
+from attnlab.report.reader_styles import colours
+from attnlab.runs.rundir import RunDir
 
 READERS = (("fixed", False), ("attention", True))
 SEEDS = (0, 1, 2)

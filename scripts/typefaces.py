@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlab.checkpoint import legacy
 from attnlab.config import TrainConfig
 from attnlab.data.fonts import REPORTLAB_FONTS
+from attnlab.runs.checkpoint import legacy
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
 # family holds every default training font of its design, so that leaving it out leaves no
@@ -113,7 +113,7 @@ def whole_string_folder(
     (another height and placement for every strip), n strips per length in every font."""
     from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-    from attnlab.io import write_text
+    from attnlab.runs.io import write_text
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -220,7 +220,7 @@ def run_system(args) -> dict[str, tuple[int, int]]:
 
 
 def _row(family: str, kind: str, k: int, n: int) -> str:
-    from attnlab.metrics import wilson_interval
+    from attnlab.evaluation.metrics import wilson_interval
 
     lo, hi = wilson_interval(k, n)
     return f"{family:<18} {kind:<13} {100 * k / n:6.1f} [{100 * lo:5.1f}, {100 * hi:5.1f}]  {n:4d}"

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.analysis import (
+from attnlab.evaluation.analysis import (
     attention_pace,
     calibration_bins,
     expected_calibration_error,
     failure_mode,
     threshold_rows,
 )
-from attnlab.metrics import per_length_table
+from attnlab.evaluation.metrics import per_length_table
 
 
 @pytest.mark.parametrize(

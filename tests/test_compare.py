@@ -15,7 +15,7 @@ from test_report import write_run
 from attnlab.report import ReportError, build_report, discover_runs
 from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
 from attnlab.report.variants import assign_variants
-from attnlab.rundir import STRIP_PRINTS, RunDir
+from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 
 # --------------------------------------------------------------------------- hand-made readings
 

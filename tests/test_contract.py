@@ -10,10 +10,10 @@ import pytest
 import torch
 from readers_util import strips, tiny_config, tiny_reader
 
-from attnlab import checkpoint
+from attnlab.config import plain_config
 from attnlab.data.strips import StripSynth, TrainStream
 from attnlab.models import registry
-from attnlab.train import plain_config
+from attnlab.runs import checkpoint
 
 READERS = registry.names()
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 from readers_util import strips, tiny_config
 
-from attnlab import checkpoint
 from attnlab.errors import UserError
 from attnlab.models import registry
 from attnlab.models.ctc_loss import CLASSES, ctc_nll
+from attnlab.runs import checkpoint
 
 
 def build(name: str, *overrides: str):
@@ -86,7 +86,7 @@ def test_the_lab_readers_train_with_it_by_default_and_the_others_do_not():
 
 
 def test_a_checkpoint_from_before_the_auxiliary_loss_reads_as_trained_without_it(tmp_path):
-    from attnlab.train import plain_config
+    from attnlab.config import plain_config
 
     for name in ("attention", "ctc"):
         m, cfg = build(name, *(("model.ctc_aux=0",) if name == "attention" else ()))

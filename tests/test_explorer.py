@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from attnlab import explore
 from attnlab.config import EvalConfig
-from attnlab.evaluate import evaluate_run
+from attnlab.evaluation import explore
 from attnlab.report import build_report
 from attnlab.report.explorer import script_json
-from attnlab.rundir import RunDir
+from attnlab.runs.rundir import RunDir
+from attnlab.tasks.evaluate import evaluate_run
 
 EVAL = "synthetic-greedy"
 DATA = re.compile(r'<script type="application/json" id="explorer-data">(.*?)</script>', re.S)

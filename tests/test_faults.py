@@ -335,8 +335,8 @@ def test_outputs_that_would_land_on_something_else_are_refused(trained, attnlab_
 
 
 def test_the_sweep_summary_calls_a_killed_job_killed_and_names_its_own_logs(tmp_path):
-    from attnlab.rundir import RunDir, RunStatus
-    from attnlab.sweep import job_logs, summarize
+    from attnlab.runs.rundir import RunDir, RunStatus
+    from attnlab.tasks.sweep import job_logs, summarize
 
     sweep = tmp_path / "sweep"
     for i, state in enumerate([RunStatus.complete, RunStatus.running, RunStatus.interrupted]):

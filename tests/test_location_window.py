@@ -9,7 +9,7 @@ import pytest
 import torch
 from readers_util import strips, tiny_config, tiny_reader
 
-from attnlab import tokens
+from attnlab.models import tokens
 from attnlab.models.readers.location import LocationFeatures
 from attnlab.models.readers.window import Stop
 

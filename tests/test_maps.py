@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from attnlab.maps import draw_attention_map, draw_attention_summary
-from attnlab.metrics import per_length_table
+from attnlab.evaluation.figures.maps import draw_attention_map, draw_attention_summary
+from attnlab.evaluation.metrics import per_length_table
 
 STRIDE = 4
 

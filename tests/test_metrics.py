@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.metrics import (
+from attnlab.evaluation.metrics import (
     TABLE_COLUMNS,
     alignment_hits,
     attention_entropy,

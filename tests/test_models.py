@@ -5,14 +5,13 @@ import pytest
 import torch
 from readers_util import strips, tiny_config
 
-from attnlab import tokens
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream
 from attnlab.errors import UserError
-from attnlab.models import registry
+from attnlab.models import registry, tokens
 from attnlab.models.base import count_parameters
-from attnlab.models.decoding import beam_search, greedy
 from attnlab.models.scoring import Scorer, masked_softmax
+from attnlab.models.stepwise import beam_search, greedy
 
 
 def reader(kind: str, **kw) -> torch.nn.Module:
@@ -155,8 +154,8 @@ def test_column_convolutions_see_the_strip_alone_whatever_it_is_batched_with(ove
 
 
 def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_trained(tmp_path):
-    from attnlab import checkpoint
-    from attnlab.train import plain_config
+    from attnlab.config import plain_config
+    from attnlab.runs import checkpoint
 
     cfg = tiny_config("attention", "model.column_convs=[]", "data.stretch=[1.0,1.0]")
     torch.manual_seed(0)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab.models.decoding import StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.stepwise import StepwiseConfig, StepwiseReader, gru_step
 from attnlab.models.registry import register
 
 

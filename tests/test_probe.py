@@ -19,7 +19,7 @@ from attnlab.data.fonts import bundled_fonts
 from attnlab.data.glyphs import DIGITS
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.errors import UserError
-from attnlab.interventions import (
+from attnlab.evaluation.interventions import (
     PROBE_METRIC,
     SUMMARY_COLUMNS,
     attended_glyph,
@@ -34,8 +34,8 @@ from attnlab.interventions import (
     summary_table,
 )
 from attnlab.models.base import Decoded, Reader
-from attnlab.probe import occlusion_table, saliency_table, swap_table
-from attnlab.rundir import ProbeDir
+from attnlab.runs.rundir import ProbeDir
+from attnlab.tasks.probe import occlusion_table, saliency_table, swap_table
 
 STRIDE = 4
 
@@ -350,7 +350,7 @@ def test_probe_command_and_report_section(trained, copy_run, attnlab_cli, tmp_pa
 
 def _probe_files(run: Path, step: int, drop: float, name: str = "synthetic") -> None:
     """A probe folder as `attnlab probe` writes it (summary.csv and probe.json only)."""
-    from attnlab.rundir import ProbeMeta
+    from attnlab.runs.rundir import ProbeMeta
 
     out = ProbeDir(run / "probe" / name)
     out.path.mkdir(parents=True)

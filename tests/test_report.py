@@ -15,9 +15,16 @@ import pytest
 import yaml
 
 from attnlab import report
-from attnlab.metrics import METRICS
-from attnlab.report import ReportError, aggregate, build_report, discover_runs, figures, readers
-from attnlab.rundir import EvalMeta, RunDir, RunStatus, TrainMetrics
+from attnlab.evaluation.metrics import METRICS
+from attnlab.report import (
+    ReportError,
+    aggregate,
+    build_report,
+    discover_runs,
+    figures,
+    reader_styles,
+)
+from attnlab.runs.rundir import EvalMeta, RunDir, RunStatus, TrainMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_HEADER = (
@@ -472,18 +479,18 @@ def test_readers_are_ordered_coloured_and_described_by_the_registry(tmp_path):
     from attnlab.models import registry
 
     names = registry.names()
-    assert readers.ordered(["zeta", "attention", "alpha", "fixed"]) == [
+    assert reader_styles.ordered(["zeta", "attention", "alpha", "fixed"]) == [
         "fixed", "attention", "alpha", "zeta"
     ]  # fmt: skip
-    colour = readers.colours(["zeta", "attention", "alpha", "fixed"])
+    colour = reader_styles.colours(["zeta", "attention", "alpha", "fixed"])
 
     def palette(i: int) -> str:
-        return to_hex(readers.PALETTE[i % len(readers.PALETTE)])
+        return to_hex(reader_styles.PALETTE[i % len(reader_styles.PALETTE)])
 
     assert colour["fixed"] == palette(names.index("fixed"))
     assert colour["attention"] == palette(names.index("attention"))
     assert (colour["alpha"], colour["zeta"]) == (palette(len(names)), palette(len(names) + 1))
-    assert "not registered" in readers.description("zeta")
+    assert "not registered" in reader_styles.description("zeta")
 
     write_run(tmp_path / "runs/a", seed=0, maps={3: (1, 1)})
     write_run(tmp_path / "runs/f", seed=0, reader="fixed")

@@ -294,7 +294,7 @@ def test_requeued_job_resumes_exactly(start_sweep, tmp_path):
 
 
 def _lock_held(job: Path) -> bool:
-    from attnlab.rundir import RunDir
+    from attnlab.runs.rundir import RunDir
 
     return RunDir(job).lock_holder() is not None
 

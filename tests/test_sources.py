@@ -73,8 +73,8 @@ def test_the_stream_state_resumes_the_same_batches(fifty, prefetch):
 
 
 def test_held_out_share_is_fixed_and_disjoint_from_training(tmp_path, fifty):
-    from attnlab.rundir import RunDir
-    from attnlab.train import Trainer
+    from attnlab.runs.rundir import RunDir
+    from attnlab.training.trainer import Trainer
 
     path = fifty["folder"]
     cfg = tiny_config("attention", "data=folder", f"data.path={path}", "data.val_share=0.2")
@@ -183,8 +183,8 @@ def test_a_folder_run_resumes_bit_identically_after_a_kill(
 
 def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path, fifty):
     from attnlab.errors import UserError
-    from attnlab.rundir import RunDir
-    from attnlab.train import Trainer
+    from attnlab.runs.rundir import RunDir
+    from attnlab.training.trainer import Trainer
 
     src = tmp_path / "source"
     Trainer(tiny_config("attention", "train.steps=2"), RunDir(src)).run()

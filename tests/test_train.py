@@ -76,8 +76,8 @@ def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path, attnlab_cli):
 def test_batch_by_length_reaches_the_training_stream(tmp_path):
     from readers_util import tiny_config
 
-    from attnlab.rundir import RunDir
-    from attnlab.train import Trainer
+    from attnlab.runs.rundir import RunDir
+    from attnlab.training.trainer import Trainer
 
     trainer = Trainer(tiny_config("attention", "data.batch_by_length=true"), RunDir(tmp_path))
     assert trainer.stream.by_length

@@ -10,10 +10,9 @@ import pytest
 import torch
 from readers_util import strips, tiny_reader
 
-from attnlab import tokens
 from attnlab.errors import UserError
-from attnlab.models import registry
-from attnlab.models.transformer_layers import (
+from attnlab.models import registry, tokens
+from attnlab.models.readers.transformer_layers import (
     Pos,
     Positions,
     SelfAttention,

@@ -22,7 +22,7 @@ import torch
 
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
-from attnlab.io import atomic_write, write_text
+from attnlab.runs.io import atomic_write, write_text
 
 LABELS = "labels.csv"
 TALL = 4.0  # height / width above which an image is not a row of digits

@@ -220,7 +220,7 @@ def export_lmdb(batch: StripBatch, out: Path | str) -> Path:
     import lmdb
     from PIL import Image
 
-    from attnlab.io import atomic_dir
+    from attnlab.runs.io import atomic_dir
 
     def write(work: Path) -> None:
         work.mkdir(parents=True, exist_ok=True)

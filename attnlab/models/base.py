@@ -14,8 +14,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from attnlab import tokens
 from attnlab.config import ModelConfig
+from attnlab.models import tokens
 from attnlab.models.encoder import ColumnEncoder
 
 

@@ -149,7 +149,7 @@ def build(cfg: ModelConfig, height: int, charset: str | None = None) -> Reader:
             f"model.name={cfg.name} does not match the chosen model config "
             f"({typed.__name__}); choose the reader with model={cfg.name}, not model.name"
         )
-    from attnlab import tokens
+    from attnlab.models import tokens
 
     with tokens.building(charset or tokens.DIGITS):
         return spec.reader(cfg, height)

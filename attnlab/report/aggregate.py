@@ -3,8 +3,8 @@
 Runs are grouped into variants first (`attnlab.report.variants`): only the seeds of one
 configuration are aggregated, and a seed that appears twice counts once.
 
-Every per-length metric of `attnlab.metrics.METRICS` is aggregated over seeds, so a metric
-added there reaches summary.csv without a change here. With `MIN_SEEDS_T` or more seeds the
+Every per-length metric of `attnlab.evaluation.metrics.METRICS` is aggregated over seeds, so
+a metric added there reaches summary.csv without a change here. With `MIN_SEEDS_T` or more seeds the
 band is a 95% Student-t interval of the mean; with fewer it is the min-max of the seeds, and
 the `interval` column (and every table and plot) says which one it shows.
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from attnlab.metrics import METRICS, TOTAL, Metric
+from attnlab.evaluation.metrics import METRICS, TOTAL, Metric
 from attnlab.report.discover import RunInfo
-from attnlab.report.readers import reader_key
+from attnlab.report.reader_styles import reader_key
 from attnlab.report.variants import assign_variants, counted, variant_key
 
 MIN_SEEDS_T = 5  # from this many seeds on, the band is a t-interval; below it, min-max

@@ -1,8 +1,8 @@
 """Runs on disk -> summary.csv, summary.md, comparisons.csv, plot PNGs and index.html.
 
-Only reads run directories (through attnlab.rundir) and never imports torch itself; the
+Only reads run directories (through attnlab.runs.rundir) and never imports torch itself; the
 reader registry, which does, is consulted lazily for reader order, colours and descriptions.
-Every file is written whole or not at all (attnlab.io), with the umask's usual mode.
+Every file is written whole or not at all (attnlab.runs.io), with the umask's usual mode.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab.io import PARTIAL, WriteError, write_bytes, write_text
 from attnlab.report.aggregate import TrainGroup, aggregate, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.compare import (
@@ -33,10 +32,11 @@ from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
 from attnlab.report.html import Section, render_index
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
-from attnlab.report.readers import baseline, colours
+from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
 from attnlab.report.tables import comparison_tables, summary_md, summary_table
 from attnlab.report.variants import assign_variants, counted, ordered_variants
+from attnlab.runs.io import PARTIAL, WriteError, write_bytes, write_text
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from attnlab.metrics import METRIC
+from attnlab.evaluation.metrics import METRIC
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.gallery import Image
 from attnlab.report.variants import ordered_variants
-from attnlab.rundir import RunDir
+from attnlab.runs.rundir import RunDir
 
 
 @dataclass

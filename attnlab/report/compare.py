@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlab.metrics import TOTAL
+from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.discover import RunInfo
 from attnlab.report.variants import reader_of
-from attnlab.rundir import STRIP_PRINTS, RunDir, RunFileError
+from attnlab.runs.rundir import STRIP_PRINTS, RunDir, RunFileError
 
 N_BOOT = 2000
 BOOT_SEED = 0

@@ -2,7 +2,7 @@
 
 A run directory is any directory holding ``.hydra/config.yaml``; single runs live under
 ``outputs/<date>/<time>/`` and sweep jobs under ``multirun/<date>/<time>/<job>/``. Every file
-is read through `attnlab.rundir`, and a file that is missing, unreadable, partial or stale
+is read through `attnlab.runs.rundir`, and a file that is missing, unreadable, partial or stale
 becomes a problem of its run (shown in the report), never an exception: a report of a sweep
 that is half done must still be written.
 """
@@ -19,9 +19,18 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from attnlab.config import lengths_label, seen_lengths
-from attnlab.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
-from attnlab.report.readers import UNKNOWN
-from attnlab.rundir import CHECKPOINTS, EVAL, TB, EvalDir, EvalMeta, RunDir, RunFileError, RunStatus
+from attnlab.evaluation.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
+from attnlab.report.reader_styles import UNKNOWN
+from attnlab.runs.rundir import (
+    CHECKPOINTS,
+    EVAL,
+    TB,
+    EvalDir,
+    EvalMeta,
+    RunDir,
+    RunFileError,
+    RunStatus,
+)
 
 # Without these an evaluation table is not one; any other metric may be missing from a table
 # written by an older attnlab (it reads as not measured).

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from attnlab import explore
+from attnlab.evaluation import explore
 from attnlab.report.discover import RunInfo
 from attnlab.report.html import display_path
-from attnlab.report.readers import colours, reader_key
+from attnlab.report.reader_styles import colours, reader_key
 from attnlab.report.variants import counted
-from attnlab.rundir import RunDir, RunFileError
+from attnlab.runs.rundir import RunDir, RunFileError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
-from attnlab.metrics import METRICS, TOTAL, Metric
+from attnlab.evaluation.metrics import METRICS, TOTAL, Metric
 from attnlab.report.aggregate import TrainGroup, band_columns, band_words, seeds_text
 from attnlab.report.variants import ordered_variants, reader_of, styles
 

@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from attnlab.analysis import FAILURE_MODES
-from attnlab.metrics import METRIC, TOTAL
+from attnlab.evaluation.analysis import FAILURE_MODES
+from attnlab.evaluation.metrics import METRIC, TOTAL
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.variants import ordered_variants
 

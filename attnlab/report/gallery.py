@@ -15,7 +15,7 @@ from pathlib import Path
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.discover import RunInfo
 from attnlab.report.variants import ordered_variants
-from attnlab.rundir import MAP_KINDS, EvalDir, RunDir
+from attnlab.runs.rundir import MAP_KINDS, EvalDir, RunDir
 
 MAX_MAPS_SHOWN = 4  # attention maps embedded per (run, eval, length, correct|failure)
 

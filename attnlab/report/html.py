@@ -21,7 +21,7 @@ from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot
 from attnlab.report.gallery import MAX_MAPS_SHOWN, ReaderMaps
 from attnlab.report.probes import ProbeSection
-from attnlab.report.readers import description, ordered
+from attnlab.report.reader_styles import description, ordered
 from attnlab.report.tables import SummaryTable
 
 TEMPLATE = "index.html.j2"

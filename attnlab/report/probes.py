@@ -7,7 +7,7 @@ is the seed band of the rest of the report (min-max, or a t-interval from `MIN_S
 seeds). The sentences are generated from the numbers, and nothing here names a reader: what
 a reader lacks (attention weights: no attended glyph, no saliency) is a column of NaNs.
 
-The metric declarations live with the computations (``attnlab.interventions``), which
+The metric declarations live with the computations (``attnlab.evaluation.interventions``), which
 imports torch; they are imported only when there are probes to show.
 """
 
@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from attnlab.io import PARTIAL
-from attnlab.metrics import TOTAL
+from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import (
     TrainGroup,
     band_words,
@@ -30,7 +29,8 @@ from attnlab.report.aggregate import (
 )
 from attnlab.report.discover import current_meta
 from attnlab.report.variants import variant_key
-from attnlab.rundir import ProbeDir
+from attnlab.runs.io import PARTIAL
+from attnlab.runs.rundir import ProbeDir
 
 KEYS = ["train", "reader", "variant", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).
@@ -42,7 +42,7 @@ BOOTSTRAP = "bootstrap"  # the interval of a single seed: the probe's own, over 
 
 
 def _metrics():
-    from attnlab.interventions import PROBE_METRICS, SUMMARY_COLUMNS
+    from attnlab.evaluation.interventions import PROBE_METRICS, SUMMARY_COLUMNS
 
     return PROBE_METRICS, SUMMARY_COLUMNS
 

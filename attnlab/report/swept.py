@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from attnlab.metrics import TOTAL
+from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import band_words
 from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot, file_name, png_bytes

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab.metrics import METRIC, TOTAL, Metric
+from attnlab.evaluation.metrics import METRIC, TOTAL, Metric
 from attnlab.report.aggregate import (
     MIN_SEEDS_T,
     TrainGroup,

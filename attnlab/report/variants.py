@@ -22,7 +22,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from attnlab.report.discover import RunInfo
-from attnlab.report.readers import reader_key
+from attnlab.report.reader_styles import reader_key
 
 # Keys that cannot change a number the report shows. Anything not listed counts.
 NEUTRAL_KEYS = (

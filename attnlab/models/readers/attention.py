@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab.models.decoding import Memory, StepwiseConfig, StepwiseReader, gru_step
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer
+from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader, gru_step
 
 
 @dataclass

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnlab.models.decoding import Memory, StepwiseConfig, StepwiseReader
 from attnlab.models.registry import register
+from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
 
 
 @dataclass

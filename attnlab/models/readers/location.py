@@ -25,10 +25,10 @@ import torch
 from torch import nn
 
 from attnlab.errors import UserError
-from attnlab.models.decoding import StepwiseConfig, StepwiseReader, gru_step
 from attnlab.models.readers.attention import AttentionMemory
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer, masked_softmax
+from attnlab.models.stepwise import StepwiseConfig, StepwiseReader, gru_step
 
 
 class LocationFeatures(str, Enum):

@@ -23,11 +23,11 @@ from enum import Enum
 import torch
 from torch import nn
 
-from attnlab import tokens
 from attnlab.errors import UserError
-from attnlab.models.decoding import Memory, StepwiseConfig, StepwiseReader
+from attnlab.models import tokens
+from attnlab.models.readers.transformer_layers import Decoder, Encoder, Pos, Positions
 from attnlab.models.registry import register
-from attnlab.models.transformer_layers import Decoder, Encoder, Pos, Positions
+from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
 
 
 class Columns(str, Enum):

@@ -26,13 +26,13 @@ from enum import Enum
 import torch
 from torch import nn
 
-from attnlab import tokens
 from attnlab.errors import UserError
-from attnlab.models.decoding import Memory, StepwiseConfig, StepwiseReader, gru_step
-from attnlab.models.decoding import beam_search as _beam_search
-from attnlab.models.decoding import greedy as _greedy
+from attnlab.models import tokens
 from attnlab.models.registry import register
 from attnlab.models.scoring import masked_softmax
+from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.stepwise import beam_search as _beam_search
+from attnlab.models.stepwise import greedy as _greedy
 
 FORCE = 1e4  # logit bias that takes a token away (finite: oracle lengths may still need it)
 

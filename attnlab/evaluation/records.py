@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnlab import metrics
-from attnlab.analysis import failure_mode
 from attnlab.data.strips import StripBatch
-from attnlab.inference import Readings
+from attnlab.evaluation import metrics
+from attnlab.evaluation.analysis import failure_mode
+from attnlab.evaluation.inference import Readings
 
 # readings.csv: the per-strip results of an evaluation, in the order the strips were read.
 READINGS_COLUMNS = [

@@ -13,10 +13,9 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
-from attnlab import tokens
 from attnlab.config import ModelConfig
 from attnlab.errors import UserError
-from attnlab.models import ctc_loss
+from attnlab.models import ctc_loss, tokens
 from attnlab.models.base import Decoded, Reader
 
 

@@ -16,13 +16,13 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from attnlab.checks import check_trained_model
 from attnlab.config import ExperimentConfig
 from attnlab.errors import UserError
-from attnlab.io import atomic_write
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.rundir import RunDir
+from attnlab.runs.checks import check_trained_model
+from attnlab.runs.io import atomic_write
+from attnlab.runs.rundir import RunDir
 from attnlab.runtime import resolve_device
 
 # Format 2: the model config holds the reader's own fields only (format 1 held every

@@ -1,7 +1,7 @@
 """``attnlab probe``: does the attended glyph cause the reading?
 
 For the correctly read strips of each probed length (the first ``probe.n`` of a fixed pool),
-three interventions (``attnlab.interventions`` computes, this module batches and writes):
+three interventions (``attnlab.evaluation.interventions`` computes, this module batches and writes):
 
 - occlusion: every glyph of a strip painted over in turn, all variants of a strip (and of
   its neighbours in the batch) in one forward pass with teacher forcing on the reading and
@@ -27,13 +27,11 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 
-from attnlab import checkpoint
-from attnlab.checks import check_run_task
 from attnlab.config import ProbeConfig, check_probe, seen_lengths
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
-from attnlab.inference import read_strips
-from attnlab.interventions import (
+from attnlab.evaluation.inference import read_strips
+from attnlab.evaluation.interventions import (
     attended_glyph,
     column_saliency,
     occlusion_rows,
@@ -45,9 +43,11 @@ from attnlab.interventions import (
     spearman,
     summary_table,
 )
-from attnlab.io import atomic_dir, atomic_write, write_figure
 from attnlab.models import registry
-from attnlab.rundir import PROBE, ProbeDir, ProbeMeta
+from attnlab.runs import checkpoint
+from attnlab.runs.checks import check_run_task
+from attnlab.runs.io import atomic_dir, atomic_write, write_figure
+from attnlab.runs.rundir import PROBE, ProbeDir, ProbeMeta
 
 log = logging.getLogger(__name__)
 registry.discover()

@@ -17,10 +17,11 @@ from omegaconf import DictConfig
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, reports_user_errors
-from attnlab.evaluate import evaluate_run
-from attnlab.metrics import TOTAL
-from attnlab.rundir import EvalDir, RunDir, RunFileError, RunStatus
-from attnlab.train import hydra_run_dir, record_objective, train, validation_objective
+from attnlab.evaluation.metrics import TOTAL
+from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
+from attnlab.tasks.evaluate import evaluate_run
+from attnlab.tasks.train import hydra_run_dir
+from attnlab.training.session import record_objective, train, validation_objective
 
 log = logging.getLogger("attnlab.sweep")
 

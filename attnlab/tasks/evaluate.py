@@ -1,7 +1,7 @@
 """``attnlab eval``: readings -> per-length metrics, tables and attention maps.
 
 ``evaluate_run`` reads a trained run's fixed test sets (or a user folder) through
-``attnlab.inference.read_strips`` and writes ``eval/<name>/metrics_by_length.csv`` and
+``attnlab.evaluation.inference.read_strips`` and writes ``eval/<name>/metrics_by_length.csv`` and
 ``.md``, attention maps when the reader has weights, and ``eval.json`` last. The folder is
 built under a hidden temporary name and renamed into place, so an evaluation that dies
 leaves no partial ``eval/<name>``.
@@ -20,20 +20,27 @@ import torch
 from omegaconf import DictConfig
 from rapidfuzz.distance import Levenshtein
 
-from attnlab import checkpoint, explore, maps, metrics
-from attnlab.analysis import threshold_rows
-from attnlab.checks import check_run_task
 from attnlab.config import EvalConfig, check_eval, seen_lengths, span
 from attnlab.data.folder import LABELS, warn_stderr
 from attnlab.data.source_train import held_out_strips, load_labelled
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError, reports_user_errors
-from attnlab.eval_figures import draw_pace, draw_reliability, draw_stops, pace_tracks
-from attnlab.inference import read_strips
-from attnlab.io import atomic_dir, atomic_write, write_text
+from attnlab.evaluation import explore, metrics
+from attnlab.evaluation.analysis import threshold_rows
+from attnlab.evaluation.figures import maps
+from attnlab.evaluation.figures.diagnostics import (
+    draw_pace,
+    draw_reliability,
+    draw_stops,
+    pace_tracks,
+)
+from attnlab.evaluation.inference import read_strips
+from attnlab.evaluation.records import confident_failures, readings_table, records_for
 from attnlab.models import registry
-from attnlab.records import confident_failures, readings_table, records_for
-from attnlab.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
+from attnlab.runs import checkpoint
+from attnlab.runs.checks import check_run_task
+from attnlab.runs.io import atomic_dir, atomic_write, write_text
+from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 
 log = logging.getLogger(__name__)
 registry.discover()

@@ -1,9 +1,10 @@
-"""The Hydra task behind ``attnlab train``: build a reader, train it, validate, checkpoint, log.
+"""The training loop: one reader, its optimiser and schedule, validation, checkpoints.
 
-Everything a run leaves is in its run directory (Hydra's output dir; no chdir): the composed
-config (``.hydra/``), ``checkpoints/last.pt`` and ``best.pt``, TensorBoard events (``tb/``),
-``train.log``, ``history.csv``, ``status.json`` and, when finished, ``metrics.json``.
-A run restarted on the same directory (a cluster requeue) continues from ``last.pt``.
+``Trainer`` writes nothing while it is built (the config is checked and an existing run's
+checkpoint loaded first), so a refused command leaves the run directory as it was. Its loop
+offers hooks to whoever drives it (the benchmark): ``on_step`` after every step, and the
+data stream as a parameter (``stream=``); ``timer`` sums the seconds spent drawing batches
+and in the step itself.
 """
 
 from __future__ import annotations
@@ -11,35 +12,25 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from attnlab import checkpoint
-from attnlab.config import (
-    OBJECTIVES,
-    ExperimentConfig,
-    check_experiment,
-    lengths_label,
-    seen_lengths,
-)
+from attnlab.config import check_experiment, lengths_label, plain_config, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
-from attnlab.errors import UserError, reports_user_errors
-from attnlab.inference import read_strips
-from attnlab.io import remove_orphans, write_text
-from attnlab.metrics import quick_scores
+from attnlab.errors import UserError
+from attnlab.evaluation.inference import read_strips
+from attnlab.evaluation.metrics import quick_scores
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
-from attnlab.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import resolve_device, set_threads, sigterm_as_interrupt
-
-registry.discover()  # reader configs are in the ConfigStore before Hydra composes
+from attnlab.runs import checkpoint
+from attnlab.runs.io import remove_orphans
+from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
+from attnlab.runtime import resolve_device, set_threads
 
 log = logging.getLogger("attnlab.train")
 
@@ -48,46 +39,18 @@ class NonFiniteLoss(UserError):
     pass
 
 
-@hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
-@reports_user_errors
-def main(cfg: DictConfig) -> dict[str, Any] | float:
-    """``attnlab train``: one run in Hydra's output directory; with ``train.objective``, the
-    objective's value (a float, what Hydra's sweepers want) instead of the metrics."""
-    objective = cfg.train.get("objective")
-    if objective is not None and OBJECTIVES.get(objective, ("", ""))[1] == "evaluation":
-        raise UserError(
-            f"train.objective={objective} is measured by an evaluation: use it with 'attnlab "
-            "sweep lengths' (whose jobs evaluate), or val_exact / val_cer with attnlab train"
-        )
-    metrics = train(cfg, hydra_run_dir())
-    if objective is None:
-        return metrics
-    return record_objective(hydra_run_dir(), objective, validation_objective(objective, metrics))
+@dataclass
+class StepTimer:
+    """Seconds spent drawing batches (``data_s``) and in whole steps (``step_s``, data
+    included) over ``steps`` steps: where a step's time goes, without patching the loop."""
 
+    data_s: float = 0.0
+    step_s: float = 0.0
+    steps: int = 0
 
-def validation_objective(name: str, metrics: dict[str, Any]) -> float:
-    """val_exact / val_cer of the best checkpoint (the one evaluations read)."""
-    return float(metrics["best"]["exact_acc" if name == "val_exact" else "cer"])
-
-
-def record_objective(run_dir: Path, name: str, value: float) -> float:
-    """Write objective.json into the run, so the value a sweeper got can be checked."""
-    RunDir(run_dir).write_objective(name, value, OBJECTIVES[name][0])
-    log.info("objective %s = %.6f (%s)", name, value, OBJECTIVES[name][0])
-    return value
-
-
-def hydra_run_dir() -> Path:
-    return Path(HydraConfig.get().runtime.output_dir)
-
-
-def plain_config(cfg: DictConfig | ExperimentConfig) -> dict[str, Any]:
-    """The config as plain Python values (enums as strings), for checkpoints and JSON."""
-    return OmegaConf.to_container(  # type: ignore[return-value]
-        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
-        resolve=True,
-        enum_to_str=True,
-    )
+    def reset(self) -> None:
+        self.data_s = self.step_s = 0.0
+        self.steps = 0
 
 
 @dataclass
@@ -112,7 +75,9 @@ class Trainer:
     loaded first (``prepare``), so a refused command leaves the run directory as it was.
     """
 
-    def __init__(self, cfg: DictConfig, run: RunDir):
+    def __init__(self, cfg: DictConfig, run: RunDir, stream: Any = None):
+        """``stream``: the training batches (anything with ``next()``, ``state()`` and
+        ``load_state()``); None = the one the config describes (synthetic or data.path)."""
         self.cfg = cfg
         self.run_dir = run
         t = cfg.train
@@ -142,6 +107,12 @@ class Trainer:
             )
             self.stream, self.val_sets, self.split = got.stream, got.val_sets, got.record
         else:
+            self.val_sets = {
+                n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen
+            }
+        if stream is not None:
+            self.stream = stream
+        elif cfg.data.source != "folder":
             self.stream = TrainStream(
                 self.synth,
                 self.seen,
@@ -149,22 +120,20 @@ class Trainer:
                 set_seed(cfg.seed, "train", 0),
                 by_length=cfg.data.batch_by_length,
             )
-            self.val_sets = {
-                n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen
-            }
         self.step = 0
         self.best = Best()
         self.history: list[dict[str, Any]] = []
         self.last_val: dict[str, Any] = {}
         self.train_seconds = 0.0  # time spent in training steps, over every restart
         self.trained_steps = 0  # steps whose time train_seconds counts
+        self.timer = StepTimer()
         self.autocast = self.device.type == "cuda" and bool(t.bf16)
         self.loss_fn = torch.compile(self.model.loss) if t.compile else self.model.loss
         self.writer = None
         self.hydra_files = run.hydra_files()
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
-        if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.finetune)
-            from attnlab.finetune import init_from
+        if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
+            from attnlab.training.finetune import init_from
 
             self.started_from = init_from(self.model, cfg, str(cfg.init_from))
 
@@ -250,7 +219,9 @@ class Trainer:
         acc = self.cfg.train.accumulate
         total = 0.0
         for _ in range(acc):
+            drawn = time.perf_counter()
             batch = self.stream.next()
+            self.timer.data_s += time.perf_counter() - drawn
             images = batch.images.to(self.device, non_blocking=True)
             widths = batch.widths.to(self.device)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
@@ -268,6 +239,16 @@ class Trainer:
         self.opt.step()
         self.sched.step()
         return total
+
+    def advance(self) -> float:
+        """One optimiser step, counted; its loss."""
+        started = time.perf_counter()
+        loss = self.train_step()
+        self.timer.step_s += time.perf_counter() - started
+        self.timer.steps += 1
+        self.step += 1
+        self.trained_steps += 1
+        return loss
 
     def validate(self) -> dict[str, Any]:
         by_length = {}
@@ -323,7 +304,8 @@ class Trainer:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def run(self, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+        """Train to ``train.steps``; ``on_step(step, loss)`` after each step."""
         from torch.utils.tensorboard import SummaryWriter
 
         t = self.cfg.train
@@ -352,9 +334,9 @@ class Trainer:
         progress = Progress(t.steps, self.step, use_rich(t.progress))
         try:
             while self.step < t.steps:
-                loss = self.train_step()
-                self.step += 1
-                self.trained_steps += 1
+                loss = self.advance()
+                if on_step is not None:
+                    on_step(self.step, loss)
                 lr = self.sched.get_last_lr()[0]
                 progress.update(self.step, loss, self.last_val.get("exact_acc"))
                 if self.step % t.log_every == 0 or self.step == t.steps:
@@ -419,78 +401,3 @@ def _no_memory(t: Any) -> str:
         f"train.batch_size={t.batch_size}: cannot allocate a batch that large on this machine; "
         f"use a smaller train.batch_size with train.accumulate=K (K micro-batches per step)"
     )
-
-
-def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """Train in ``run_dir`` (resuming from its last.pt if there is one); status.json says how
-    it went, whatever happens. The run directory is locked while this runs; a command that
-    is refused (bad config, another reader's checkpoint, a locked directory) changes nothing
-    in it: its ``.hydra/`` is written here, once the command is accepted (Hydra's own
-    writing is off: ``hydra.output_subdir: null`` in conf/train.yaml), and a bad value is
-    refused before the lock, the status or anything else is written."""
-    run = RunDir(run_dir)
-    try:
-        check_experiment(cfg)  # value checks first: a refusal here writes nothing
-    except Exception as err:
-        log.error("refused: %s", one_line(err))
-        if _is_multirun() and not run.status_file.exists():  # the sweep summary lists it
-            write_hydra_files(run, cfg)
-            _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
-        raise
-    with run.lock("train"):
-        fresh = not run.status_file.exists()
-        try:
-            trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
-        except BaseException as err:
-            log.error("refused: %s", one_line(err))
-            if fresh:  # nothing to damage: say why this run never started
-                write_hydra_files(run, cfg)
-                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
-            raise
-        write_hydra_files(run, cfg)  # accepted: this command's config is the run's
-        trainer.hydra_files = run.hydra_files()
-        with sigterm_as_interrupt():
-            try:
-                metrics = trainer.run()
-            except BaseException as err:
-                # Ctrl-C, SIGTERM, or submitit ending the process to requeue it (SystemExit)
-                if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                    state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
-                else:
-                    state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
-                log.error("%s at step %d: %s", state.value, trainer.step, reason)
-                _record(run, state, trainer.step, reason)
-                raise
-        run.write_status(RunStatus.complete, metrics["step"])
-    return metrics
-
-
-def one_line(err: BaseException) -> str:
-    """An error as one line (OmegaConf's messages go on with ``full_key:`` lines)."""
-    lines = str(err).strip().splitlines() or [type(err).__name__]
-    key = next((ln.split(":", 1)[1].strip() for ln in lines if "full_key:" in ln), "")
-    return lines[0] + (f" (key: {key})" if key else "")
-
-
-def _is_multirun() -> bool:
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def write_hydra_files(run: RunDir, cfg: DictConfig) -> None:
-    """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, as Hydra writes them
-    (unresolved), each whole or not at all; only the config outside a Hydra app."""
-    write_text(run.config, OmegaConf.to_yaml(cfg))
-    if HydraConfig.initialized():
-        hydra_cfg = HydraConfig.instance().cfg  # {"hydra": ...}
-        write_text(run.config.parent / "hydra.yaml", OmegaConf.to_yaml(hydra_cfg))
-        write_text(run.overrides, OmegaConf.to_yaml(hydra_cfg.hydra.overrides.task))
-
-
-def _record(run: RunDir, state: RunStatus, step: int, reason: str) -> None:
-    """Write the final status if the disk lets us; the error being raised says the rest."""
-    try:
-        run.write_status(state, step, reason)
-    except UserError as err:
-        log.error("could not record the status: %s", err)

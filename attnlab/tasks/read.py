@@ -9,13 +9,14 @@ from pathlib import Path
 
 import torch
 
-from attnlab import checkpoint, maps
-from attnlab.checks import check_run_task
 from attnlab.config import check_beam
 from attnlab.data.folder import load_image
 from attnlab.data.strips import pad_strips
 from attnlab.errors import UserError
-from attnlab.inference import read_strips
+from attnlab.evaluation.figures import maps
+from attnlab.evaluation.inference import read_strips
+from attnlab.runs import checkpoint
+from attnlab.runs.checks import check_run_task
 
 
 def shown(path: Path | str) -> str:
@@ -25,7 +26,7 @@ def shown(path: Path | str) -> str:
     return text if text.isprintable() else repr(text)
 
 
-def one_line(text: str) -> str:
+def printable(text: str) -> str:
     return text if "\n" not in text and "\r" not in text else repr(text)[1:-1]
 
 
@@ -70,7 +71,7 @@ def read_files(
             loaded.append(load_image(path, cfg.data.height, crop=crop))
             names.append(Path(path))
         except UserError as err:  # this file alone: the others are still read
-            print(f"attnlab: error: {one_line(str(err))}", file=sys.stderr)
+            print(f"attnlab: error: {printable(str(err))}", file=sys.stderr)
             bad += 1
     if not loaded:
         return bad

@@ -8,7 +8,7 @@ a KeyError.
 Layout of a run directory::
 
     .hydra/config.yaml  .hydra/overrides.yaml   the composed config (Hydra)
-    checkpoints/last.pt  checkpoints/best.pt    see attnlab.checkpoint
+    checkpoints/last.pt  checkpoints/best.pt    see attnlab.runs.checkpoint
     tb/  train.log  history.csv                 TensorBoard events, log, per-step history
     status.json                                 RunStatus + step + error
     metrics.json                                TrainMetrics, when training finished
@@ -28,8 +28,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from attnlab.io import PARTIAL, write_json, write_text
-from attnlab.runlock import RunLock
+from attnlab.runs.io import PARTIAL, write_json, write_text
+from attnlab.runs.runlock import RunLock
 
 CONFIG = Path(".hydra") / "config.yaml"
 OVERRIDES = Path(".hydra") / "overrides.yaml"
@@ -43,7 +43,7 @@ OBJECTIVE = "objective.json"  # {name, value, direction}: what a sweeper was ret
 EVAL = "eval"
 LOCK = ".lock"
 SPLIT = "data_split.json"  # data=folder: source, held-out strip ids, counts (source_train)
-# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
+# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.runs.io.atomic_dir), or
 # left by a killed process.
 HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 
@@ -59,7 +59,7 @@ PACE = "pace.png"
 EVAL_META = "eval.json"
 MAPS = "maps"
 ATTENTION_SUMMARY = "attention_summary.png"
-EXPLORE = "explore.json"  # the report explorer's sample of strips (attnlab.explore)
+EXPLORE = "explore.json"  # the report explorer's sample of strips (attnlab.evaluation.explore)
 MAP_KINDS = ("correct", "failure")
 _MAP_NAME = re.compile(r"^len(\d+)_(correct|failure)_(\d+)\.png$")
 
@@ -368,7 +368,7 @@ class EvalDir:
 
 
 # ---------------------------------------------------------------------------------------------
-# Probes: ``probe/<name>/`` of a run (attnlab.probe); probe.json is written last.
+# Probes: ``probe/<name>/`` of a run (attnlab.tasks.probe); probe.json is written last.
 
 PROBE = "probe"
 PROBE_META = "probe.json"

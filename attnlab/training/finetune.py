@@ -5,7 +5,7 @@ shape is copied; the others keep their fresh initialisation and are listed in on
 (for another charset: the layers sized by the vocabulary, i.e. the output layer, the token
 embedding and the auxiliary CTC head). The encoder must fit as it is: a config that differs
 from the source run's in the encoder's shape is refused in one line naming the key. The
-checkpoint is read with ``weights_only=True`` (``attnlab.checkpoint.load``).
+checkpoint is read with ``weights_only=True`` (``attnlab.runs.checkpoint.load``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from attnlab import checkpoint
 from attnlab.errors import UserError
+from attnlab.runs import checkpoint
 
 log = logging.getLogger("attnlab.train")
 

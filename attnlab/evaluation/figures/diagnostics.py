@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnlab.analysis import attention_pace, calibration_bins
-from attnlab.io import write_figure
+from attnlab.evaluation.analysis import attention_pace, calibration_bins
+from attnlab.runs.io import write_figure
 
 SPLIT_COLOURS = {"seen": "tab:green", "unseen": "tab:purple"}
 

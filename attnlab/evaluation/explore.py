@@ -27,9 +27,9 @@ import torch
 from PIL import Image
 
 from attnlab.data.strips import StripBatch
-from attnlab.inference import Readings
-from attnlab.io import write_text
-from attnlab.rundir import RunFileError
+from attnlab.evaluation.inference import Readings
+from attnlab.runs.io import write_text
+from attnlab.runs.rundir import RunFileError
 
 VERSION = 1
 WEIGHT_SCALE = 255  # a stored attention row sums to exactly this

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
-from attnlab.analysis import FAILURE_MODES, expected_calibration_error, failure_mode
+from attnlab.evaluation.analysis import FAILURE_MODES, expected_calibration_error, failure_mode
 
 
 @dataclass(frozen=True)

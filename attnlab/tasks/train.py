@@ -1,0 +1,48 @@
+"""The Hydra task behind ``attnlab train``: one reader trained in Hydra's output directory.
+
+Everything a run leaves is in its run directory (no chdir): the composed config
+(``.hydra/``), ``checkpoints/last.pt`` and ``best.pt``, TensorBoard events (``tb/``),
+``train.log``, ``history.csv``, ``status.json`` and, when finished, ``metrics.json``.
+A run restarted on the same directory (a cluster requeue) continues from ``last.pt``.
+The loop is ``attnlab.training.trainer``; the session around it ``attnlab.training.session``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from attnlab.config import OBJECTIVES
+from attnlab.errors import UserError, reports_user_errors
+from attnlab.models import registry
+from attnlab.training.session import record_objective, train, validation_objective
+
+registry.discover()  # reader configs are in the ConfigStore before Hydra composes
+
+log = logging.getLogger("attnlab.train")
+
+
+@hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="train")
+@reports_user_errors
+def main(cfg: DictConfig) -> dict[str, Any] | float:
+    """``attnlab train``: one run in Hydra's output directory; with ``train.objective``, the
+    objective's value (a float, what Hydra's sweepers want) instead of the metrics."""
+    objective = cfg.train.get("objective")
+    if objective is not None and OBJECTIVES.get(objective, ("", ""))[1] == "evaluation":
+        raise UserError(
+            f"train.objective={objective} is measured by an evaluation: use it with 'attnlab "
+            "sweep lengths' (whose jobs evaluate), or val_exact / val_cer with attnlab train"
+        )
+    metrics = train(cfg, hydra_run_dir())
+    if objective is None:
+        return metrics
+    return record_objective(hydra_run_dir(), objective, validation_objective(objective, metrics))
+
+
+def hydra_run_dir() -> Path:
+    return Path(HydraConfig.get().runtime.output_dir)

@@ -1,0 +1,100 @@
+"""One training session in a run directory: the lock, ``status.json`` whatever happens,
+``.hydra/`` written once the command is accepted, and the objective a sweeper is returned."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from attnlab.config import OBJECTIVES, check_experiment
+from attnlab.errors import UserError, one_line
+from attnlab.runs.io import write_text
+from attnlab.runs.rundir import RunDir, RunStatus
+from attnlab.runtime import sigterm_as_interrupt
+from attnlab.training.trainer import Trainer
+
+log = logging.getLogger("attnlab.train")
+
+
+def validation_objective(name: str, metrics: dict[str, Any]) -> float:
+    """val_exact / val_cer of the best checkpoint (the one evaluations read)."""
+    return float(metrics["best"]["exact_acc" if name == "val_exact" else "cer"])
+
+
+def record_objective(run_dir: Path, name: str, value: float) -> float:
+    """Write objective.json into the run, so the value a sweeper got can be checked."""
+    RunDir(run_dir).write_objective(name, value, OBJECTIVES[name][0])
+    log.info("objective %s = %.6f (%s)", name, value, OBJECTIVES[name][0])
+    return value
+
+
+def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Train in ``run_dir`` (resuming from its last.pt if there is one); status.json says how
+    it went, whatever happens. The run directory is locked while this runs; a command that
+    is refused (bad config, another reader's checkpoint, a locked directory) changes nothing
+    in it: its ``.hydra/`` is written here, once the command is accepted (Hydra's own
+    writing is off: ``hydra.output_subdir: null`` in conf/train.yaml), and a bad value is
+    refused before the lock, the status or anything else is written."""
+    run = RunDir(run_dir)
+    try:
+        check_experiment(cfg)  # value checks first: a refusal here writes nothing
+    except Exception as err:
+        log.error("refused: %s", one_line(err))
+        if _is_multirun() and not run.status_file.exists():  # the sweep summary lists it
+            write_hydra_files(run, cfg)
+            _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
+        raise
+    with run.lock("train"):
+        fresh = not run.status_file.exists()
+        try:
+            trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
+        except BaseException as err:
+            log.error("refused: %s", one_line(err))
+            if fresh:  # nothing to damage: say why this run never started
+                write_hydra_files(run, cfg)
+                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
+            raise
+        write_hydra_files(run, cfg)  # accepted: this command's config is the run's
+        trainer.hydra_files = run.hydra_files()
+        with sigterm_as_interrupt():
+            try:
+                metrics = trainer.run()
+            except BaseException as err:
+                # Ctrl-C, SIGTERM, or submitit ending the process to requeue it (SystemExit)
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                    state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
+                else:
+                    state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
+                log.error("%s at step %d: %s", state.value, trainer.step, reason)
+                _record(run, state, trainer.step, reason)
+                raise
+        run.write_status(RunStatus.complete, metrics["step"])
+    return metrics
+
+
+def _is_multirun() -> bool:
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def write_hydra_files(run: RunDir, cfg: DictConfig) -> None:
+    """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, as Hydra writes them
+    (unresolved), each whole or not at all; only the config outside a Hydra app."""
+    write_text(run.config, OmegaConf.to_yaml(cfg))
+    if HydraConfig.initialized():
+        hydra_cfg = HydraConfig.instance().cfg  # {"hydra": ...}
+        write_text(run.config.parent / "hydra.yaml", OmegaConf.to_yaml(hydra_cfg))
+        write_text(run.overrides, OmegaConf.to_yaml(hydra_cfg.hydra.overrides.task))
+
+
+def _record(run: RunDir, state: RunStatus, step: int, reason: str) -> None:
+    """Write the final status if the disk lets us; the error being raised says the rest."""
+    try:
+        run.write_status(state, step, reason)
+    except UserError as err:
+        log.error("could not record the status: %s", err)
