@@ -5,21 +5,19 @@ from __future__ import annotations
 import functools
 
 import torch
-from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.models import registry
 from attnlab.models.base import Reader
+from attnlab.tasks.compose import compose
 
 
 @functools.cache
 def tiny_config(name: str, *overrides: str) -> DictConfig:
     """``attnlab train preset=tiny model=NAME`` as composed by Hydra (no run)."""
-    registry.discover()  # the readers' schemas are in the ConfigStore once their modules load
-    with initialize_config_module(config_module="attnlab.conf", version_base="1.3"):
-        return compose("train", overrides=["preset=tiny", f"model={name}", *overrides])
+    return compose(["preset=tiny", f"model={name}", *overrides])
 
 
 def clean_data(**overrides) -> DataConfig:

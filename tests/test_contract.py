@@ -90,11 +90,9 @@ def test_weights_when_present_are_per_step_distributions_over_real_columns(name)
 def test_checkpoint_round_trip_gives_the_same_reader(name, tmp_path):
     cfg = tiny_config(name)
     m = tiny_reader(name, seed=3)
-    path = checkpoint.save(
-        tmp_path / "c.pt",
-        {"reader": m.name, "model": m.state_dict(), "config": plain_config(cfg), "step": 0},
-    )
-    back, _ = checkpoint.restore_reader(checkpoint.load(path), path)
+    ckpt = checkpoint.Checkpoint(m.name, m.state_dict(), plain_config(cfg))
+    path = ckpt.save(tmp_path / "c.pt")
+    back, _ = checkpoint.load(path).rebuild(path)
     s = strips([3, 5])
     with torch.no_grad():
         a, b = m.read(s.images, s.widths), back.read(s.images, s.widths)

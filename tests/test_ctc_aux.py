@@ -94,7 +94,7 @@ def test_a_checkpoint_from_before_the_auxiliary_loss_reads_as_trained_without_it
         config["model"].pop("ctc_aux", None)
         path = tmp_path / f"{name}.pt"
         torch.save({"format": 6, "reader": m.name, "model": m.state_dict(), "config": config}, path)
-        back, old = checkpoint.restore_reader(checkpoint.load(path), path)
+        back, old = checkpoint.load(path).rebuild(path)
         assert "ctc_aux" not in old.model if name == "ctc" else old.model.ctc_aux == 0.0
         assert getattr(back, "ctc_head", None) is None
     # Today's format keeps the weight it was trained with, and the classifier's weights.
@@ -105,5 +105,5 @@ def test_a_checkpoint_from_before_the_auxiliary_loss_reads_as_trained_without_it
         {"format": checkpoint.FORMAT, "reader": m.name, "model": m.state_dict(), "config": config},
         path,
     )
-    back, new = checkpoint.restore_reader(checkpoint.load(path), path)
+    back, new = checkpoint.load(path).rebuild(path)
     assert new.model.ctc_aux == 0.7 and torch.equal(back.ctc_head.weight, m.ctc_head.weight)

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_module
 
-from attnlab.config import check_eval, check_experiment
+from attnlab.config import EvalConfig, check_experiment
 from attnlab.errors import UserError
 from attnlab.models import registry
+from attnlab.tasks.compose import compose
 
 TINY = ["preset=tiny", "train.progress=plain"]
 
@@ -195,11 +195,8 @@ def test_a_job_refused_at_start_says_why_in_its_log(tmp_path, attnlab_cli):
 
 @pytest.fixture(scope="module")
 def compose_train():
-    registry.discover()
-
     def make(*overrides: str):
-        with initialize_config_module("attnlab.conf", version_base="1.3"):
-            return compose("train", overrides=["preset=tiny", *overrides])
+        return compose(["preset=tiny", *overrides])
 
     return make
 
@@ -261,9 +258,8 @@ def test_a_bad_training_value_is_one_line_from_the_cli(attnlab_cli, tmp_path):
 
 
 def test_check_eval_accepts_the_defaults():
-    from attnlab.config import EvalConfig
 
-    check_eval(EvalConfig())
+    EvalConfig.check(EvalConfig())
 
 
 # --- [10] paths are data ---------------------------------------------------------------------

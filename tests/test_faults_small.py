@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from test_faults import TINY
 
-from attnlab.config import EvalConfig, check_eval
+from attnlab.config import EvalConfig
 from attnlab.data.folder import read_labels
 from attnlab.errors import UserError
 from attnlab.report.discover import RunInfo, read_run
@@ -56,8 +56,8 @@ def test_a_record_that_spans_lines_is_reported_at_its_own_line(tmp_path):
 
 def test_eval_lengths_are_capped():
     with pytest.raises(UserError, match=r"eval\.lengths.*64"):
-        check_eval(EvalConfig(lengths=[1, 1000]))
-    check_eval(EvalConfig(lengths=[1, 64]))
+        EvalConfig.check(EvalConfig(lengths=[1, 1000]))
+    EvalConfig.check(EvalConfig(lengths=[1, 64]))
 
 
 def test_reader_and_run_names_are_no_raw_html_in_summary_md(tmp_path):

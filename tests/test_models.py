@@ -169,7 +169,7 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
         {"format": 2, "reader": m.name, "model": m.state_dict(), "config": config, "step": 0},
         path,
     )
-    back, old = checkpoint.restore_reader(checkpoint.load(path), path)
+    back, old = checkpoint.load(path).rebuild(path)
     assert list(old.model.column_convs) == [] and len(back.encoder.column_convs) == 0
     assert list(old.data.stretch) == [1.0, 1.0] and old.data.dilate == 0.0
     assert old.data.footless_ones == 0.0  # added in a later format still: off
@@ -178,17 +178,17 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
     # A format 3 file has the column convolutions but not the footless ones.
     torch.save({**torch.load(path, weights_only=True), "format": 3}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):
-        checkpoint.restore_reader(checkpoint.load(path), path)  # column_convs: today's [64]
-    assert checkpoint.config_of(checkpoint.load(path)).data.footless_ones == 0.0
+        checkpoint.load(path).rebuild(path)  # column_convs: today's [64]
+    assert checkpoint.load(path).run_config().data.footless_ones == 0.0
     torch.save({**torch.load(path, weights_only=True), "format": 4}, path)
-    assert checkpoint.config_of(checkpoint.load(path)).data.augmented == 1.0
+    assert checkpoint.load(path).run_config().data.augmented == 1.0
     torch.save({**torch.load(path, weights_only=True), "format": 5}, path)
-    assert checkpoint.config_of(checkpoint.load(path)).data.batch_by_length is False
-    assert checkpoint.config_of(checkpoint.load(path)).data.elastic == 0.0
+    assert checkpoint.load(path).run_config().data.batch_by_length is False
+    assert checkpoint.load(path).run_config().data.elastic == 0.0
     # A file of today's format without the key is today's config: the default applies.
     torch.save({**torch.load(path, weights_only=True), "format": checkpoint.FORMAT}, path)
     with pytest.raises(UserError, match="does not fit the configured model"):
-        checkpoint.restore_reader(checkpoint.load(path), path)
+        checkpoint.load(path).rebuild(path)
 
 
 @pytest.mark.parametrize("kind", ["attention", "location", "window"])

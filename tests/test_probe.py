@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.config import DataConfig, ProbeConfig, check_probe
+from attnlab.config import DataConfig, ProbeConfig
 from attnlab.data.fonts import bundled_fonts
 from attnlab.data.glyphs import DIGITS
 from attnlab.data.strips import StripSynth, fixed_set
@@ -294,10 +294,10 @@ def test_summary_table_has_every_metric_per_length_and_split():
 
 
 def test_probe_config_values_are_checked():
-    check_probe(ProbeConfig())
+    ProbeConfig.check(ProbeConfig())
     for bad in ({"n": 0}, {"pool": 0}, {"swaps": -1}, {"lengths": [0, 3]}, {"name": "a/b"}):
         with pytest.raises(UserError, match=next(iter(bad))):
-            check_probe(ProbeConfig(**bad))
+            ProbeConfig.check(ProbeConfig(**bad))
 
 
 # --------------------------------------------------------------------------- end to end

@@ -386,8 +386,7 @@ def test_footless_ones_keep_their_stem_and_lose_only_the_foot():
     ],
 )
 def test_out_of_range_jpeg_and_elastic_settings_name_the_key(key, value):
-    from attnlab.config import check_data
     from attnlab.errors import UserError
 
     with pytest.raises(UserError, match=f"data.{key}"):
-        check_data(DataConfig(**{key: value}))
+        DataConfig.check(DataConfig(**{key: value}))

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_module
 
 # hydra/launcher=slurm: attnlab's subclass of the plugin's launcher (waits for every job; job
 # states from squeue without SLURM accounting); the plugin's own preset keeps the plugin's.
@@ -169,24 +168,18 @@ def test_slurm_launcher_composes():
     from hydra.core.plugins import Plugins
     from hydra.plugins.launcher import Launcher
 
-    from attnlab.models import registry
+    from attnlab.tasks.compose import compose
 
-    registry.discover()  # the schemas of every reader, as the task modules register them
+    overrides = ["hydra/launcher=slurm", "preset=gpu", "hydra.launcher.partition=gpu"]
+    cfg = compose(overrides, "sweep", hydra=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == SLURM_LAUNCHER
+    assert launcher.partition == "gpu"
+    assert launcher.gpus_per_node == 1 and launcher.max_num_timeout == 3
+    assert cfg.train.device == "cuda" and cfg.train.batch_size == 1024  # preset=gpu
 
-    with initialize_config_module("attnlab.conf", version_base="1.3"):
-        cfg = compose(
-            "sweep",
-            ["hydra/launcher=slurm", "preset=gpu", "hydra.launcher.partition=gpu"],
-            return_hydra_config=True,
-        )
-        launcher = cfg.hydra.launcher
-        assert launcher._target_ == SLURM_LAUNCHER
-        assert launcher.partition == "gpu"
-        assert launcher.gpus_per_node == 1 and launcher.max_num_timeout == 3
-        assert cfg.train.device == "cuda" and cfg.train.batch_size == 1024  # preset=gpu
-
-        plain = compose("sweep", ["hydra/launcher=submitit_slurm"], return_hydra_config=True)
-        assert plain.hydra.launcher._target_ == PLUGIN_SLURM_LAUNCHER
+    plain = compose(["hydra/launcher=submitit_slurm"], "sweep", hydra=True)
+    assert plain.hydra.launcher._target_ == PLUGIN_SLURM_LAUNCHER
 
     # Hydra instantiates only the launchers its scan of the hydra_plugins namespace package
     # found (in an editable install too, next to the submitit plugin's).

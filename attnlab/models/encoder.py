@@ -14,7 +14,6 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.config import ModelConfig
-from attnlab.errors import UserError
 
 
 class ColumnEncoder(nn.Module):
@@ -22,17 +21,11 @@ class ColumnEncoder(nn.Module):
         """``recurrent`` False: no BiGRU, for a reader that encodes the column features
         itself (``features``); calling the encoder then is an error."""
         super().__init__()
-        halvings = int(math.log2(cfg.stride)) if cfg.stride >= 1 else -1
-        if 2**halvings != cfg.stride:
-            raise UserError(f"model.stride must be a power of two, got {cfg.stride}")
+        halvings = int(math.log2(cfg.stride))
         n_conv = len(cfg.stem_channels)
-        if n_conv and halvings > n_conv:
-            raise UserError(
-                f"model.stride={cfg.stride} needs at least {halvings} stem layers, "
-                f"model.stem_channels has {n_conv}"
-            )
-        if height % (2**n_conv):
-            raise UserError(f"data.height={height} must be divisible by {2**n_conv} (stem)")
+        # ModelConfig.check refuses these in one line before a reader is built.
+        assert 2**halvings == cfg.stride and not (n_conv and halvings > n_conv)
+        assert height % (2**n_conv) == 0
         self.stride = cfg.stride
         self.normalize = cfg.normalize_strips
         self.convs = nn.ModuleList()

@@ -153,3 +153,30 @@ def build(cfg: ModelConfig, height: int, charset: str | None = None) -> Reader:
 
     with tokens.building(charset or tokens.DIGITS):
         return spec.reader(cfg, height)
+
+
+# A model over this many parameters is refused before it is built (4 GB of float32
+# weights; the lab's readers have well under a million, preset=gpu a few million).
+MAX_PARAMS = 1_000_000_000
+
+
+def check_size(cfg: ModelConfig, height: int, charset: str | None = None) -> int:
+    """The reader's parameter count, measured on PyTorch's meta device (shapes without
+    memory); a reader over MAX_PARAMS is refused in one line, before anything is allocated."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            reader = build(cfg, int(height), charset)
+    except UserError:
+        raise
+    except Exception as err:  # a shape no reader can take (crafted config)
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise UserError(f"model config cannot be built: {first[:200]}") from err
+    params = sum(p.numel() for p in reader.parameters())
+    if params > MAX_PARAMS:
+        raise UserError(
+            f"model: {params:,} parameters is too large (over {MAX_PARAMS:,}); check "
+            f"model.hidden and the other sizes"
+        )
+    return params

@@ -9,12 +9,13 @@ supplies ``encode`` (optional), ``init_state`` and ``step``.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 from torch import nn
 
 from attnlab.config import ModelConfig
-from attnlab.errors import UserError
+from attnlab.config.rules import check_at_least, finite, require
 from attnlab.models import ctc_loss, tokens
 from attnlab.models.base import Decoded, Reader
 
@@ -30,6 +31,13 @@ class StepwiseConfig(ModelConfig):
     # the shared encoder column features that name the glyph under them. Reading never uses
     # it. 0 = off.
     ctc_aux: float = 0.0
+
+    @classmethod
+    def check(cls, m: Any, height: int) -> None:
+        super().check(m, height)
+        check_at_least(m, "model", ("dec_hidden", "embed"))
+        ok = finite(m.ctc_aux) and m.ctc_aux >= 0
+        require(ok, "model.ctc_aux", m.ctc_aux, "must be >= 0 (a loss weight)")
 
 
 @dataclass
@@ -59,6 +67,14 @@ class Memory:
         return self.rows(lambda x: x.repeat_interleave(k, 0))
 
 
+@dataclass
+class AttentionMemory(Memory):
+    """Memory whose keys are projected once per strip, not at every step (attention-style
+    readers: attention, location)."""
+
+    keys: torch.Tensor  # (B, T, A)
+
+
 class StepwiseReader(Reader):
     """Encoder + a decoder that reads one token per step (embedding, init, output layer)."""
 
@@ -76,8 +92,7 @@ class StepwiseReader(Reader):
         state = self.encoder.state_size
         self.init = nn.Linear(state, cfg.dec_hidden)
         self.out = nn.Linear(cfg.dec_hidden + state + cfg.embed, self.vocab)
-        if cfg.ctc_aux < 0:
-            raise UserError(f"model.ctc_aux must be >= 0 (a loss weight), got {cfg.ctc_aux}")
+        assert cfg.ctc_aux >= 0, "StepwiseConfig.check"
         self.ctc_aux = float(cfg.ctc_aux)
         columns = memory_size or state
         classes = len(self.charset) + 1  # the charset, then the blank

@@ -1,26 +1,32 @@
 """Checkpoints: tensors and plain Python values only, loadable with ``weights_only=True``.
 
-A checkpoint holds the model, optimiser, scheduler, step, RNG states and the run's config
-as a plain dict, so a reader can be rebuilt from the file alone and loading a checkpoint
-someone sent you never runs code from it.
+A checkpoint (``Checkpoint``) holds the model, optimiser, scheduler, step, RNG states and the
+run's config as plain values, so a reader can be rebuilt from the file alone and loading a
+checkpoint someone sent you never runs code from it.
+
+Adding a config field: when its default changes what a run computes, a checkpoint written
+before it existed was trained as if it had another value (the feature off). Raise FORMAT by
+one and add ``FORMAT: {section: {key: that value}}`` to LEGACY; files of older formats then
+read the key as they were trained. A field whose default computes what older runs computed
+needs neither. Adding an entry to the payload: a field of ``Checkpoint`` (optional, None
+when absent, so older files still load).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import OmegaConf
 
-from attnlab.config import ExperimentConfig
-from attnlab.errors import UserError
+from attnlab.config import DataConfig, ExperimentConfig, model_schema
+from attnlab.errors import UserError, one_line
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.runs.checks import check_trained_model
 from attnlab.runs.io import atomic_write
 from attnlab.runs.rundir import RunDir
 from attnlab.runtime import resolve_device
@@ -63,84 +69,130 @@ def legacy(section: str, written: int = 0) -> dict[str, Any]:
     }
 
 
-def save(path: Path, payload: dict[str, Any]) -> Path:
-    return atomic_write(path, lambda p: torch.save({"format": FORMAT, **payload}, p))
+@dataclass
+class Checkpoint:
+    """What a checkpoint file holds, by name: its layout is spelled here and nowhere else.
+
+    ``to_payload`` gives the plain dict ``torch.save`` writes (tensors and plain values, so
+    ``weights_only=True`` loads it); ``from_payload`` checks a loaded dict and reads every
+    format in READABLE. ``config`` is the run's config as plain values (``plain_config``).
+    """
+
+    reader: str | None
+    model: dict[str, torch.Tensor]
+    config: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    rng: dict[str, Any] | None = None  # {"torch": the global RNG state, "stream": the stream's}
+    hydra_files: dict[str, Any] | None = None  # the run's .hydra/ files when it was written
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best: dict[str, Any] = field(default_factory=dict)  # {"step", "exact_acc"} of best.pt
+    best_metrics: dict[str, Any] = field(default_factory=dict)
+    val: dict[str, Any] = field(default_factory=dict)  # the last validation
+    params: int | None = None
+    timing: dict[str, Any] = field(default_factory=dict)  # {"train_seconds", "steps"}
+    data_split: dict[str, Any] | None = None  # data=folder: what the run holds out
+    init_from: dict[str, Any] | None = None  # fine-tuning: the source checkpoint
+    format: int = FORMAT
+
+    def to_payload(self) -> dict[str, Any]:
+        """The dict written to disk; optional entries that are None are left out."""
+        payload = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: v for k, v in payload.items() if v is not None or k in ("reader",)}
+
+    @classmethod
+    def from_payload(cls, payload: Any, path: Path | str) -> Checkpoint:
+        """A loaded dict, checked; any problem is one UserError naming ``path``."""
+        if not isinstance(payload, dict) or payload.get("format") not in READABLE:
+            raise UserError(
+                f"{path}: not an attnlab checkpoint this version reads (format "
+                f"{', '.join(map(str, READABLE))} expected, found {_format_of(payload)})"
+            )
+        weights = payload.get("model")
+        if not isinstance(weights, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+        ):
+            raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
+        for key, kind in (("config", dict), ("reader", str), ("step", int)):
+            if payload.get(key) is not None and not isinstance(payload[key], kind):
+                raise UserError(f"{path}: its {key!r} entry is a {type(payload[key]).__name__}")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in payload.items() if k in known and v is not None}
+        return cls(**{"reader": None, **values})
+
+    def save(self, path: Path) -> Path:
+        return atomic_write(path, lambda p: torch.save(self.to_payload(), p))
+
+    def run_config(self) -> ExperimentConfig:
+        """The run's config, validated against the schema of its reader; the keys a file of
+        an older format lacks read as LEGACY says (the values it was trained with)."""
+        saved = dict(self.config or {})
+        if not isinstance(saved.get("model") or {}, dict):
+            raise UserError("checkpoint config: model is not a mapping")
+        name = str((saved.get("model") or {}).get("name", self.reader))
+        schema = OmegaConf.structured(ExperimentConfig)
+        schema.model = registry.config_node(name)
+        model = dict(saved.get("model") or {})
+        if self.format == 1:  # one flat model section: keep this reader's fields
+            model = {k: v for k, v in model.items() if k in schema.model}
+        added = {k: v for k, v in legacy("model", self.format).items() if k in schema.model}
+        model = {**added, **model}  # a key another kind of reader has is not this one's
+        saved["data"] = {**legacy("data", self.format), **dict(saved.get("data") or {})}
+        try:
+            cfg = OmegaConf.merge(schema, {**saved, "model": model})
+        except Exception as err:
+            raise UserError(
+                f"checkpoint config does not fit this attnlab version: {one_line(err)}"
+            ) from err
+        try:  # the command line's checks, before any tensor is built
+            DataConfig.check(cfg.data)
+            model_schema(cfg.model).check(cfg.model, cfg.data.height)
+            registry.check_size(cfg.model, cfg.data.height, cfg.data.charset)
+        except UserError as err:
+            raise UserError(f"checkpoint config: {err}") from err
+        return cfg  # type: ignore[return-value]
+
+    def load_into(self, reader: Reader, path: Path | str) -> None:
+        """Load the weights into ``reader``, which must be the kind of reader they are."""
+        if self.reader != reader.name:
+            raise UserError(
+                f"{path}: checkpoint holds a {self.reader} reader, the config asks for "
+                f"{reader.name}"
+            )
+        try:
+            reader.load_state_dict(self.model)
+        except (RuntimeError, TypeError, AttributeError, KeyError) as err:
+            lines = str(err).splitlines()
+            first = lines[1].strip() if len(lines) > 1 else str(err)
+            raise UserError(
+                f"{path}: checkpoint does not fit the configured model ({first})"
+            ) from err
+
+    def rebuild(self, path: Path | str) -> tuple[Reader, ExperimentConfig]:
+        """The reader it was trained as, with its weights, in eval mode; and its config."""
+        cfg = self.run_config()
+        reader = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
+        self.load_into(reader, path)
+        reader.eval()
+        return reader, cfg
 
 
-def load(path: Path | str, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load(path: Path | str, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Load a checkpoint file; any problem is one clear UserError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated, corrupt, or not a torch file at all
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: not a readable attnlab checkpoint ({reason[:160]})") from err
-    if not isinstance(ckpt, dict) or ckpt.get("format") not in READABLE or "model" not in ckpt:
-        raise UserError(
-            f"{path}: not an attnlab checkpoint this version reads (format "
-            f"{', '.join(map(str, READABLE))} expected, found {_format_of(ckpt)})"
-        )
-    weights = ckpt["model"]
-    if not isinstance(weights, dict) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
-    ):
-        raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
-    for key, kind in (("config", dict), ("reader", str), ("step", int)):
-        if key in ckpt and ckpt[key] is not None and not isinstance(ckpt[key], kind):
-            raise UserError(f"{path}: its {key!r} entry is a {type(ckpt[key]).__name__}")
-    return ckpt
+    return Checkpoint.from_payload(payload, path)
 
 
 def _format_of(ckpt: Any) -> str:
     return str(ckpt.get("format")) if isinstance(ckpt, dict) else type(ckpt).__name__
-
-
-def config_of(ckpt: dict[str, Any]) -> ExperimentConfig:
-    """The run's config from a checkpoint, validated against the schema of its reader."""
-    if not isinstance(ckpt.get("config") or {}, dict):
-        raise UserError(f"checkpoint config is a {type(ckpt['config']).__name__}, not a mapping")
-    saved = dict(ckpt.get("config") or {})
-    if not isinstance(saved.get("model") or {}, dict):
-        raise UserError("checkpoint config: model is not a mapping")
-    name = str((saved.get("model") or {}).get("name", ckpt.get("reader")))
-    schema = OmegaConf.structured(ExperimentConfig)
-    schema.model = registry.config_node(name)
-    model = dict(saved.get("model") or {})
-    if ckpt.get("format") == 1:  # one flat model section: keep this reader's fields
-        model = {k: v for k, v in model.items() if k in schema.model}
-    written = int(ckpt.get("format", FORMAT))  # keys added since: the values it trained with
-    added = {k: v for k, v in legacy("model", written).items() if k in schema.model}
-    model = {**added, **model}  # a key another kind of reader has is not this one's
-    saved["data"] = {**legacy("data", written), **dict(saved.get("data") or {})}
-    try:
-        cfg = OmegaConf.merge(schema, {**saved, "model": model})
-    except Exception as err:
-        raise UserError(
-            f"checkpoint config does not fit this attnlab version: {_line(err)}"
-        ) from err
-    try:
-        check_trained_model(cfg)  # the command line's checks, before any tensor is built
-    except UserError as err:
-        raise UserError(f"checkpoint config: {err}") from err
-    return cfg  # type: ignore[return-value]
-
-
-def _line(err: BaseException) -> str:
-    """An OmegaConf error as one line: its first line and the key it names."""
-    lines = str(err).strip().splitlines() or [type(err).__name__]
-    key = next((ln.split(":", 1)[1].strip() for ln in lines if "full_key:" in ln), "")
-    return lines[0] + (f" (key: {key})" if key else "")
-
-
-def restore_reader(ckpt: dict[str, Any], path: Path | str) -> tuple[Reader, ExperimentConfig]:
-    """Rebuild the reader a checkpoint was trained as and load its weights."""
-    cfg = config_of(ckpt)
-    reader = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
-    load_weights(reader, ckpt, path)
-    reader.eval()
-    return reader, cfg
 
 
 @dataclass
@@ -148,7 +200,7 @@ class Restored:
     """A checkpoint read back: the file's contents, its reader (eval mode, on the device) and
     the run's config."""
 
-    ckpt: dict[str, Any]
+    ckpt: Checkpoint
     reader: Reader
     config: ExperimentConfig
     device: torch.device
@@ -162,12 +214,12 @@ def restore(path: Path, device: str = "auto") -> Restored:
     would otherwise be evaluated and counted as this run's)."""
     ckpt = load(path)
     check_belongs_to_run(ckpt, Path(path))
-    reader, cfg = restore_reader(ckpt, path)
+    reader, cfg = ckpt.rebuild(path)
     dev = resolve_device(device)
     return Restored(ckpt, reader.to(dev), cfg, dev)
 
 
-def check_belongs_to_run(ckpt: dict[str, Any], path: Path) -> None:
+def check_belongs_to_run(ckpt: Checkpoint, path: Path) -> None:
     """Refuse a checkpoint in ``<run>/checkpoints/`` whose reader or config is not the run's.
     Keys one side lacks (a config written by an older attnlab) are not compared."""
     run = RunDir(path.parent.parent)
@@ -177,11 +229,11 @@ def check_belongs_to_run(ckpt: dict[str, Any], path: Path) -> None:
         config = OmegaConf.to_container(OmegaConf.load(run.config), resolve=True)
     except Exception as err:
         raise UserError(f"{run.config}: unreadable run config ({type(err).__name__})") from err
-    saved = ckpt.get("config")
+    saved = ckpt.config
     if not isinstance(config, dict) or not isinstance(saved, dict):
         raise UserError(f"{path}: checkpoint or run config is not a config mapping")
     theirs = str((config.get("model") or {}).get("name"))
-    for kind in (ckpt.get("reader"), (saved.get("model") or {}).get("name")):
+    for kind in (ckpt.reader, (saved.get("model") or {}).get("name")):
         if kind is not None and str(kind) != theirs:
             raise UserError(
                 f"{path}: checkpoint holds a {kind} reader but its run {run.path} is a "
@@ -197,19 +249,6 @@ def check_belongs_to_run(ckpt: dict[str, Any], path: Path) -> None:
                 f"{path}: checkpoint was trained with {section}.{differ[0]}={mine[differ[0]]!r} "
                 f"but its run {run.path} has {run_side[differ[0]]!r}: refused"
             )
-
-
-def load_weights(reader: Reader, ckpt: dict[str, Any], path: Path | str) -> None:
-    kind = ckpt.get("reader")
-    if kind != reader.name:
-        raise UserError(
-            f"{path}: checkpoint holds a {kind} reader, the config asks for {reader.name}"
-        )
-    try:
-        reader.load_state_dict(ckpt["model"])
-    except (RuntimeError, TypeError, AttributeError, KeyError) as err:
-        first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
-        raise UserError(f"{path}: checkpoint does not fit the configured model ({first})") from err
 
 
 @contextmanager

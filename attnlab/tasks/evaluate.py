@@ -20,7 +20,7 @@ import torch
 from omegaconf import DictConfig
 from rapidfuzz.distance import Levenshtein
 
-from attnlab.config import EvalConfig, check_eval, seen_lengths, span
+from attnlab.config import EvalConfig, RunTaskConfig, seen_lengths, span
 from attnlab.data.folder import LABELS, warn_stderr
 from attnlab.data.source_train import held_out_strips, load_labelled
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
@@ -38,7 +38,6 @@ from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.records import confident_failures, readings_table, records_for
 from attnlab.models import registry
 from attnlab.runs import checkpoint
-from attnlab.runs.checks import check_run_task
 from attnlab.runs.io import atomic_dir, atomic_write, write_text
 from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 
@@ -69,8 +68,8 @@ def evaluate_run(
     The run directory is locked meanwhile; eval.json is written last, so an evaluation
     without it is partial, and it records the checkpoint step that was read.
     """
-    check_eval(cfg)
-    check_run_task(which, device)
+    EvalConfig.check(cfg)
+    RunTaskConfig.check_run(which, device)
     with checkpoint.held(run, which, "eval") as ckpt_path:
         return _evaluate(ckpt_path, cfg, device, say)
 
@@ -81,7 +80,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     seen = seen_lengths(exp.data)
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
-    split = ckpt.get("data_split")  # a run trained on labelled strips (data=folder)
+    split = ckpt.data_split  # a run trained on labelled strips (data=folder)
     digest = None
     if cfg.folder or split is not None:
         if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
@@ -220,14 +219,14 @@ def _write_evaluation(
         EvalMeta(
             name=name,
             source=source,
-            folder=str(cfg.folder) if cfg.folder else (ckpt.get("data_split") or {}).get("path"),
+            folder=str(cfg.folder) if cfg.folder else (ckpt.data_split or {}).get("path"),
             decoding=decoding,
             reader=reader.name,
             seen_lengths=seen,
             lengths=sorted(sets),
             n_per_length=None if source == "folder" else cfg.n,
             checkpoint=str(ckpt_path),
-            step=int(ckpt.get("step", 0)),
+            step=int(ckpt.step),
             extra={
                 "oracle_length": bool(cfg.oracle_length),
                 "ece_bins": cfg.ece_bins,

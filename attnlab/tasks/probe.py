@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 
-from attnlab.config import ProbeConfig, check_probe, seen_lengths
+from attnlab.config import ProbeConfig, RunTaskConfig, seen_lengths
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluation.inference import read_strips
@@ -45,7 +45,6 @@ from attnlab.evaluation.interventions import (
 )
 from attnlab.models import registry
 from attnlab.runs import checkpoint
-from attnlab.runs.checks import check_run_task
 from attnlab.runs.io import atomic_dir, atomic_write, write_figure
 from attnlab.runs.rundir import PROBE, ProbeDir, ProbeMeta
 
@@ -63,8 +62,8 @@ def probe_run(
     run: Path | str, cfg: ProbeConfig, which: str = "best", device: str = "auto", say=print
 ) -> Path:
     """Probe a run (or checkpoint) under ``probe/<name>``; the run is locked meanwhile."""
-    check_probe(cfg)
-    check_run_task(which, device)
+    ProbeConfig.check(cfg)
+    RunTaskConfig.check_run(which, device)
     with checkpoint.held(run, which, "probe") as ckpt_path:
         return _probe(ckpt_path, cfg, device, say)
 
@@ -83,7 +82,7 @@ def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
         n_per_length=cfg.n,
         pool=cfg.pool,
         checkpoint=str(ckpt_path),
-        step=int(ckpt.get("step", 0)),
+        step=int(ckpt.step),
         has_weights=False,
         seconds=0.0,
         extra={"swaps": cfg.swaps, "n_boot": cfg.n_boot, "seed": cfg.seed},

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import torch
 
-from attnlab.config import check_beam
+from attnlab.config import RunTaskConfig, check_beam
 from attnlab.data.folder import load_image
 from attnlab.data.strips import pad_strips
 from attnlab.errors import UserError
 from attnlab.evaluation.figures import maps
 from attnlab.evaluation.inference import read_strips
 from attnlab.runs import checkpoint
-from attnlab.runs.checks import check_run_task
 
 
 def shown(path: Path | str) -> str:
@@ -62,7 +61,7 @@ def read_files(
     A name with a newline or another control character is printed quoted, so that every
     image stays one line of the output."""
     check_beam(beam, "--beam")
-    check_run_task(which, device)
+    RunTaskConfig.check_run(which, device)
     got = checkpoint.restore(checkpoint.resolve(run, which), device)
     reader, cfg, dev = got.reader, got.config, got.device
     loaded, names, bad = [], [], 0

@@ -8,7 +8,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from attnlab.config import check_data, seen_lengths, span
+from attnlab.config import DataConfig, ExportConfig, PreviewConfig, seen_lengths
 from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
@@ -20,10 +20,8 @@ def _sample(
 ) -> StripBatch:
     """n strips with lengths drawn uniformly from the range ``pair``; ``key`` is the config
     section named in errors (``preview`` or ``export``); ``augment`` as training draws them."""
-    if n < 1:
-        raise UserError(f"{key}.n must be >= 1, got {n}")
-    check_data(cfg.data)
-    lo, hi = span(pair, f"{key}.lengths")
+    DataConfig.check(cfg.data)
+    lo, hi = int(pair[0]), int(pair[1])  # checked by the task's section
     gen = torch.Generator().manual_seed(seed)
     lengths = torch.randint(lo, hi + 1, (n,), generator=gen)
     return StripSynth(cfg.data).sample(lengths.sort().values if sort else lengths, gen, augment)
@@ -33,6 +31,7 @@ def _sample(
 @reports_user_errors
 def preview(cfg: DictConfig) -> None:
     p = cfg.preview
+    PreviewConfig.check(p)
     seen = seen_lengths(cfg.data)
     pair = p.lengths if p.lengths is not None else [min(seen), max(seen)]
     if Path(p.out).is_dir():
@@ -71,10 +70,9 @@ def draw_grid(strips: StripBatch, path: Path) -> Path:
 @reports_user_errors
 def export(cfg: DictConfig) -> None:
     e = cfg.export
+    ExportConfig.check(e)
     if Path(e.out).exists() and not Path(e.out).is_dir():
         raise UserError(f"export.out={e.out}: exists and is not a folder")
-    if e.format not in ("folder", "lmdb"):
-        raise UserError(f"export.format={e.format}: must be folder or lmdb")
     strips = _sample(cfg, e.n, e.lengths, "export", e.seed, sort=False)
     if e.format == "lmdb":  # the layout data=folder data.path=OUT reads back
         from attnlab.data.sources import export_lmdb

@@ -30,7 +30,7 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
     into ``model``; returns the record the run keeps (path, step, what was re-initialised)."""
     path = checkpoint.resolve(source, "best")
     ckpt = checkpoint.load(path)
-    before = checkpoint.config_of(ckpt)
+    before = ckpt.run_config()
     what = f"init_from={source}"
     if int(before.data.height) != int(cfg.data.height):
         raise UserError(
@@ -46,7 +46,7 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
                 f"{what}: model.{key}={new} but the source run's is {old}: the encoder's "
                 f"shape must be the source's (leave model.{key} as it was)"
             )
-    saved: dict[str, torch.Tensor] = ckpt["model"]
+    saved: dict[str, torch.Tensor] = ckpt.model
     own = model.state_dict()
     for key, value in own.items():  # a reader whose encoder is built another way
         if key.startswith("encoder.") and (key not in saved or saved[key].shape != value.shape):
@@ -57,13 +57,13 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
     layers = sorted({k.rsplit(".", 1)[0] for k in fresh})
     log.info(
         "initialised from %s (a %s reader at step %s): %d of %d tensors; re-initialised: %s",
-        path, ckpt.get("reader"), ckpt.get("step"), len(fits), len(own),
+        path, ckpt.reader, ckpt.step, len(fits), len(own),
         ", ".join(layers) if layers else "none",
     )  # fmt: skip
     return {
         "path": str(path.resolve()),
-        "reader": ckpt.get("reader"),
-        "step": int(ckpt.get("step", 0)),
+        "reader": ckpt.reader,
+        "step": int(ckpt.step),
         "charset": str(before.data.charset),
         "reinitialised": fresh,
     }

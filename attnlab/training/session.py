@@ -10,12 +10,12 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.config import OBJECTIVES, check_experiment
+from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
 from attnlab.runs.io import write_text
 from attnlab.runs.rundir import RunDir, RunStatus
 from attnlab.runtime import sigterm_as_interrupt
-from attnlab.training.trainer import Trainer
+from attnlab.training.trainer import Trainer, check_training
 
 log = logging.getLogger("attnlab.train")
 
@@ -41,7 +41,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     refused before the lock, the status or anything else is written."""
     run = RunDir(run_dir)
     try:
-        check_experiment(cfg)  # value checks first: a refusal here writes nothing
+        check_training(cfg)  # value checks first: a refusal here writes nothing
     except Exception as err:
         log.error("refused: %s", one_line(err))
         if _is_multirun() and not run.status_file.exists():  # the sweep summary lists it

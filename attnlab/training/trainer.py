@@ -28,6 +28,7 @@ from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
 from attnlab.runs import checkpoint
+from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import resolve_device, set_threads
@@ -37,6 +38,13 @@ log = logging.getLogger("attnlab.train")
 
 class NonFiniteLoss(UserError):
     pass
+
+
+def check_training(cfg: DictConfig) -> None:
+    """Every value check of a training config, then the reader's size (built on the meta
+    device): a refusal here comes before anything is allocated or written."""
+    check_experiment(cfg)
+    registry.check_size(cfg.model, cfg.data.height, cfg.data.charset)
 
 
 @dataclass
@@ -81,7 +89,7 @@ class Trainer:
         self.cfg = cfg
         self.run_dir = run
         t = cfg.train
-        check_experiment(cfg)
+        check_training(cfg)
         set_threads(t.threads)
         self.device = resolve_device(t.device)
         self.seen = seen_lengths(cfg.data)
@@ -139,25 +147,25 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    def payload(self) -> dict[str, Any]:
-        return {
-            "reader": self.model.name,
-            "model": self.model.state_dict(),
-            "optimizer": self.opt.state_dict(),
-            "scheduler": self.sched.state_dict(),
-            "step": self.step,
-            "rng": {"torch": torch.get_rng_state(), "stream": self.stream.state()},
-            "config": plain_config(self.cfg),
-            "hydra_files": self.hydra_files,
-            "history": self.history,
-            "best": {"step": self.best.step, "exact_acc": self.best.exact_acc},
-            "best_metrics": self.best.metrics,
-            "val": self.last_val,
-            "params": self.params,
-            "timing": {"train_seconds": self.train_seconds, "steps": self.trained_steps},
-            **({"data_split": self.split} if self.split is not None else {}),
-            **({"init_from": self.started_from} if self.started_from is not None else {}),
-        }
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(
+            reader=self.model.name,
+            model=self.model.state_dict(),
+            optimizer=self.opt.state_dict(),
+            scheduler=self.sched.state_dict(),
+            step=self.step,
+            rng={"torch": torch.get_rng_state(), "stream": self.stream.state()},
+            config=plain_config(self.cfg),
+            hydra_files=self.hydra_files,
+            history=self.history,
+            best={"step": self.best.step, "exact_acc": self.best.exact_acc},
+            best_metrics=self.best.metrics,
+            val=self.last_val,
+            params=self.params,
+            timing={"train_seconds": self.train_seconds, "steps": self.trained_steps},
+            data_split=self.split,
+            init_from=self.started_from,
+        )
 
     def resume(self) -> bool:
         """Load last.pt when there is one; refuse a checkpoint of another model or data."""
@@ -165,35 +173,37 @@ class Trainer:
         if not last.exists():
             return False
         ckpt = checkpoint.load(last)
-        saved, now = ckpt.get("config", {}), plain_config(self.cfg)
+        saved, now = ckpt.config, plain_config(self.cfg)
         for section in ("model", "data"):
             if saved.get(section) != now[section]:
                 raise UserError(
                     f"{last}: this run directory holds a checkpoint trained with another "
                     f"{section} config; use a new run directory (or the same config to resume)"
                 )
-        checkpoint.load_weights(self.model, ckpt, last)
-        self.opt.load_state_dict(ckpt["optimizer"])
-        self.sched.load_state_dict(ckpt["scheduler"])
-        self.step = int(ckpt["step"])
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        self.stream.load_state(ckpt["rng"]["stream"])
-        self.history = list(ckpt.get("history", []))
+        if ckpt.optimizer is None or ckpt.scheduler is None or ckpt.rng is None:
+            raise UserError(f"{last}: holds no optimiser, schedule or RNG state to resume from")
+        ckpt.load_into(self.model, last)
+        self.opt.load_state_dict(ckpt.optimizer)
+        self.sched.load_state_dict(ckpt.scheduler)
+        self.step = int(ckpt.step)
+        torch.set_rng_state(ckpt.rng["torch"])
+        self.stream.load_state(ckpt.rng["stream"])
+        self.history = list(ckpt.history)
         self.best = Best(
-            int(ckpt["best"]["step"]),
-            float(ckpt["best"]["exact_acc"]),
-            ckpt.get("best_metrics", {}),
+            int(ckpt.best.get("step", -1)),
+            float(ckpt.best.get("exact_acc", -1.0)),
+            ckpt.best_metrics,
         )
-        self.last_val = ckpt.get("val", {})
-        self.started_from = ckpt.get("init_from")
-        timing = ckpt.get("timing") or {}
+        self.last_val = ckpt.val
+        self.started_from = ckpt.init_from
+        timing = ckpt.timing
         self.train_seconds = float(timing.get("train_seconds", 0.0))
         self.trained_steps = int(timing.get("steps", 0))
         log.info("resumed from %s at step %d", last, self.step)
         return True
 
     def save(self, name: str) -> None:
-        checkpoint.save(self.run_dir.checkpoint(name), self.payload())
+        self.checkpoint().save(self.run_dir.checkpoint(name))
 
     def record(self, **values: float) -> None:
         """Add values to the history row of the current step."""

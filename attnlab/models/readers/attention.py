@@ -7,12 +7,19 @@ states, with padded columns masked out. Keys are projected once per strip.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from attnlab.config.rules import check_at_least
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer
-from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.stepwise import (
+    AttentionMemory,
+    StepwiseConfig,
+    StepwiseReader,
+    gru_step,
+)
 
 
 @dataclass
@@ -21,10 +28,10 @@ class AttentionConfig(StepwiseConfig):
     attn_dim: int = 64
     scorer: Scorer = Scorer.additive
 
-
-@dataclass
-class AttentionMemory(Memory):
-    keys: torch.Tensor  # (B, T, A) projected once per strip
+    @classmethod
+    def check(cls, m: Any, height: int) -> None:
+        super().check(m, height)
+        check_at_least(m, "model", ("attn_dim",))
 
 
 @register("attention", AttentionConfig, "attention reader: a new weighted context at every step")

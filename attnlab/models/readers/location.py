@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import nn
 
-from attnlab.errors import UserError
-from attnlab.models.readers.attention import AttentionMemory
+from attnlab.config.rules import check_at_least, require
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer, masked_softmax
-from attnlab.models.stepwise import StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.stepwise import AttentionMemory, StepwiseConfig, StepwiseReader, gru_step
 
 
 class LocationFeatures(str, Enum):
@@ -44,6 +44,13 @@ class LocationConfig(StepwiseConfig):
     loc_channels: int = 16  # convolution filters over the weights
     loc_kernel: int = 9  # columns (odd); a glyph is about 2 columns at stride 8
 
+    @classmethod
+    def check(cls, m: Any, height: int) -> None:
+        super().check(m, height)
+        check_at_least(m, "model", ("attn_dim", "loc_channels"))
+        ok = m.loc_kernel >= 1 and m.loc_kernel % 2 == 1
+        require(ok, "model.loc_kernel", m.loc_kernel, "must be odd and >= 1")
+
 
 @register(
     "location",
@@ -53,11 +60,7 @@ class LocationConfig(StepwiseConfig):
 class LocationReader(StepwiseReader):
     def __init__(self, cfg: LocationConfig, height: int):
         super().__init__(cfg, height)
-        if cfg.loc_kernel < 1 or cfg.loc_kernel % 2 == 0 or cfg.loc_channels < 1:
-            raise UserError(
-                f"model.loc_kernel must be odd and >= 1 and model.loc_channels >= 1, got "
-                f"{cfg.loc_kernel} and {cfg.loc_channels}"
-            )
+        assert cfg.loc_kernel % 2 == 1 and cfg.loc_channels >= 1, "LocationConfig.check"
         state = self.encoder.state_size
         self.features = LocationFeatures(cfg.location)
         self.dec_hidden = cfg.dec_hidden

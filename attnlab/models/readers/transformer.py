@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import nn
 
-from attnlab.errors import UserError
+from attnlab.config import rules
 from attnlab.models import tokens
 from attnlab.models.readers.transformer_layers import Decoder, Encoder, Pos, Positions
 from attnlab.models.registry import register
@@ -58,39 +59,47 @@ class TransformerConfig(StepwiseConfig):
     attn_head: int | None = None  # None = mean over heads, else that head's weights
     cache: bool = True  # keys/values cached while decoding; false recomputes every prefix
 
+    @classmethod
+    def check(cls, cfg: Any, height: int) -> None:
+        """Values a type cannot rule out; a UserError naming the key, before anything is
+        built or written."""
+        super().check(cfg, height)
+
+        def require(ok: bool, key: str, rule: str) -> None:
+            rules.require(ok, f"model.{key}", getattr(cfg, key), rule)
+
+        for key in ("heads", "dec_layers", "mlp_hidden", "max_len"):
+            require(getattr(cfg, key) >= 1, key, "must be >= 1")
+        require(
+            cfg.dec_hidden % cfg.heads == 0,
+            "heads",
+            f"must divide model.dec_hidden={cfg.dec_hidden}",
+        )
+        dh = cfg.dec_hidden // cfg.heads
+        rotary = Pos.rotary in (cfg.dec_pos or cfg.pos, cfg.enc_pos or cfg.pos)
+        require(not rotary or dh % 2 == 0, "heads", f"rotary needs an even head width, got {dh}")
+        if Columns(cfg.encoder) is Columns.transformer:
+            require(
+                cfg.enc_layers >= 1, "enc_layers", "must be >= 1 with model.encoder=transformer"
+            )
+        require(0.0 <= cfg.dropout < 1.0, "dropout", "must be in [0, 1)")
+        require(cfg.rel_buckets >= 4, "rel_buckets", "must be >= 4")
+        require(
+            cfg.rel_max_distance > cfg.rel_buckets // 2,
+            "rel_max_distance",
+            "must be > rel_buckets / 2",
+        )
+        layers = cfg.dec_layers
+        require(
+            -layers <= cfg.attn_layer < layers, "attn_layer", f"must index one of {layers} layers"
+        )
+        ok_head = cfg.attn_head is None or 0 <= cfg.attn_head < cfg.heads
+        require(ok_head, "attn_head", f"must be null (mean) or a head 0..{cfg.heads - 1}")
+
 
 @dataclass
 class TransformerMemory(Memory):
     kv: torch.Tensor  # (B, L, 2, h, T, dh) every decoder layer's cross-attention keys, values
-
-
-def check_config(cfg: TransformerConfig) -> None:
-    """Values a type cannot rule out; a UserError naming the key (raised before a run writes
-    anything: the Trainer builds the reader first)."""
-
-    def require(ok: bool, key: str, rule: str) -> None:
-        if not ok:
-            raise UserError(f"model.{key}={getattr(cfg, key)!r}: {rule}")
-
-    for key in ("heads", "dec_layers", "mlp_hidden", "max_len"):
-        require(getattr(cfg, key) >= 1, key, "must be >= 1")
-    require(
-        cfg.dec_hidden % cfg.heads == 0, "heads", f"must divide model.dec_hidden={cfg.dec_hidden}"
-    )
-    dh = cfg.dec_hidden // cfg.heads
-    rotary = Pos.rotary in (cfg.dec_pos or cfg.pos, cfg.enc_pos or cfg.pos)
-    require(not rotary or dh % 2 == 0, "heads", f"rotary needs an even head width, got {dh}")
-    if Columns(cfg.encoder) is Columns.transformer:
-        require(cfg.enc_layers >= 1, "enc_layers", "must be >= 1 with model.encoder=transformer")
-    require(0.0 <= cfg.dropout < 1.0, "dropout", "must be in [0, 1)")
-    require(cfg.rel_buckets >= 4, "rel_buckets", "must be >= 4")
-    require(
-        cfg.rel_max_distance > cfg.rel_buckets // 2, "rel_max_distance", "must be > rel_buckets / 2"
-    )
-    layers = cfg.dec_layers
-    require(-layers <= cfg.attn_layer < layers, "attn_layer", f"must index one of {layers} layers")
-    ok_head = cfg.attn_head is None or 0 <= cfg.attn_head < cfg.heads
-    require(ok_head, "attn_head", f"must be null (mean) or a head 0..{cfg.heads - 1}")
 
 
 @register(
@@ -106,7 +115,6 @@ class TransformerReader(StepwiseReader):
         return super().too_long(label, columns)
 
     def __init__(self, cfg: TransformerConfig, height: int):
-        check_config(cfg)
         transformer_columns = Columns(cfg.encoder) is Columns.transformer
         super().__init__(cfg, height, recurrent=not transformer_columns, memory_size=cfg.dec_hidden)
         d = cfg.dec_hidden

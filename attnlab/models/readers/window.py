@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import nn
 
-from attnlab.errors import UserError
+from attnlab.config.rules import finite, require
 from attnlab.models import tokens
 from attnlab.models.registry import register
 from attnlab.models.scoring import masked_softmax
@@ -50,6 +51,14 @@ class WindowConfig(StepwiseConfig):
     width: float = 8.0  # initial standard deviation of each Gaussian, in pixels
     stop: Stop = Stop.first
 
+    @classmethod
+    def check(cls, m: Any, height: int) -> None:
+        super().check(m, height)
+        require(m.components >= 1, "model.components", m.components, "must be >= 1")
+        for key in ("pace", "width"):
+            value = getattr(m, key)
+            require(finite(value) and value > 0, f"model.{key}", value, "must be > 0 (px)")
+
 
 @dataclass
 class WindowMemory(Memory):
@@ -61,11 +70,7 @@ class WindowReader(StepwiseReader):
     def __init__(self, cfg: WindowConfig, height: int):
         super().__init__(cfg, height)
         k = cfg.components
-        if k < 1 or not cfg.pace > 0 or not cfg.width > 0:
-            raise UserError(
-                f"model.components must be >= 1 and model.pace, model.width > 0, got "
-                f"{k}, {cfg.pace}, {cfg.width}"
-            )
+        assert k >= 1 and cfg.pace > 0 and cfg.width > 0, "WindowConfig.check"
         self.dec_hidden, self.stop = cfg.dec_hidden, Stop(cfg.stop)
         pace, width = cfg.pace / cfg.stride, cfg.width / cfg.stride  # in encoder columns
         state = self.encoder.state_size

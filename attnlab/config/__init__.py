@@ -1,0 +1,57 @@
+"""Structured configs: typed dataclasses registered in Hydra's ConfigStore, each with its own
+``check`` of the values a type cannot rule out.
+
+The YAML files in ``attnlab.conf`` (the repo's ``conf/``) only choose values; every key and
+type is declared here (a reader's own fields in its module), so a misspelt key or a wrong
+type is a one-line composition error. ``attnlab.tasks.compose`` builds a config outside a
+Hydra task (benchmarks, tests, scripts) as the tasks compose it.
+"""
+
+from __future__ import annotations
+
+from hydra.core.config_store import ConfigStore
+
+from attnlab.config.data import DataConfig
+from attnlab.config.experiment import (
+    MAX_EVAL_LENGTH,
+    OBJECTIVES,
+    EvalConfig,
+    ExperimentConfig,
+    OptimConfig,
+    TrainConfig,
+    check_experiment,
+    lengths_label,
+    model_schema,
+    plain_config,
+    seen_lengths,
+)
+from attnlab.config.model import ModelConfig
+from attnlab.config.rules import check_beam, check_device, check_seed, span
+from attnlab.config.tasks import (
+    DataTaskConfig,
+    EvalTaskConfig,
+    ExportConfig,
+    PreviewConfig,
+    ProbeConfig,
+    ProbeTaskConfig,
+    RunTaskConfig,
+)
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="experiment_schema", node=ExperimentConfig)
+    cs.store(name="eval_schema", node=EvalTaskConfig)
+    cs.store(name="data_schema", node=DataTaskConfig)
+    cs.store(name="probe_schema", node=ProbeTaskConfig)
+
+
+register_configs()
+
+__all__ = [
+    "MAX_EVAL_LENGTH", "OBJECTIVES", "DataConfig", "DataTaskConfig", "EvalConfig",
+    "EvalTaskConfig", "ExperimentConfig", "ExportConfig", "ModelConfig", "OptimConfig",
+    "PreviewConfig", "ProbeConfig", "ProbeTaskConfig", "RunTaskConfig", "TrainConfig",
+    "check_beam", "check_device", "check_experiment", "check_seed",
+    "lengths_label", "model_schema", "plain_config", "seen_lengths", "span",
+]  # fmt: skip

@@ -1,0 +1,204 @@
+"""The config of ``attnlab train`` and of every sweep job: its sections, their checks, and the
+helpers that read it (seen lengths, plain values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from attnlab.config.data import DataConfig
+from attnlab.config.model import ModelConfig
+from attnlab.config.rules import (
+    check_at_least,
+    check_beam,
+    check_device,
+    check_seed,
+    finite,
+    require,
+    span,
+)
+
+MAX_EVAL_LENGTH = 64  # the longest evaluated string: 8x the default seen range
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 6e-3
+    weight_decay: float = 1e-4
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.05  # cosine decay floor
+    grad_clip: float = 1.0
+
+    @classmethod
+    def check(cls, o: Any) -> None:
+        require(finite(o.lr) and o.lr > 0, "optim.lr", o.lr, "must be a finite number > 0")
+        ok = finite(o.weight_decay) and o.weight_decay >= 0
+        require(ok, "optim.weight_decay", o.weight_decay, "must be finite and >= 0")
+        require(o.warmup_steps >= 0, "optim.warmup_steps", o.warmup_steps, "must be >= 0")
+        ok = finite(o.min_lr_ratio) and 0 <= o.min_lr_ratio <= 1
+        require(ok, "optim.min_lr_ratio", o.min_lr_ratio, "must be in [0, 1]")
+        ok = finite(o.grad_clip) and o.grad_clip > 0
+        require(ok, "optim.grad_clip", o.grad_clip, "must be a finite number > 0")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 2500
+    batch_size: int = 128  # strips per micro-batch (x accumulate = per optimiser step)
+    accumulate: int = 1
+    val_every: int = 500
+    log_every: int = 25
+    checkpoint_every: int = 500
+    examples_shown: int = 3  # truth | reading | confidence rows printed at each validation
+    maps_logged: int = 3  # validation strips whose attention map goes to TensorBoard
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # CPU threads; 0 = torch default (under submitit: the job CPU share)
+    compile: bool = False
+    bf16: bool = True  # autocast to bf16 on CUDA
+    progress: str = "auto"  # auto | rich | plain
+    # What the task returns to a Hydra sweeper (Optuna, Nevergrad, Ax): one of OBJECTIVES,
+    # e.g. val_exact (maximize). None: the task returns its metrics as a dict, as always.
+    objective: str | None = None
+
+    @classmethod
+    def check(cls, t: Any) -> None:
+        keys = ("steps", "batch_size", "accumulate", "val_every", "log_every", "checkpoint_every")
+        check_at_least(t, "train", keys)
+        rule = "is too large to allocate; use a smaller batch with train.accumulate=K"
+        require(t.batch_size <= 65536, "train.batch_size", t.batch_size, rule)
+        require(t.examples_shown >= 0 and t.maps_logged >= 0, "train.examples_shown/maps_logged",
+                (t.examples_shown, t.maps_logged), "must be >= 0")  # fmt: skip
+        require(t.threads >= 0, "train.threads", t.threads, "must be >= 0 (0 = default)")
+        ok = t.progress in ("auto", "rich", "plain")
+        require(ok, "train.progress", t.progress, "must be auto, rich or plain")
+        check_device(t.device, "train.device")
+        if t.objective is not None:
+            require(
+                t.objective in OBJECTIVES, "train.objective", t.objective,
+                f"must be one of {', '.join(OBJECTIVES)} (or null: return the metrics)",
+            )  # fmt: skip
+
+
+# train.objective -> (direction to give the sweeper, where it is measured). "validation":
+# the best checkpoint's validation sets (attnlab train and sweep jobs); "evaluation": the
+# test sets of the job's evaluation (attnlab sweep lengths only: it evaluates).
+OBJECTIVES = {
+    "val_exact": ("maximize", "validation"),
+    "val_cer": ("minimize", "validation"),
+    "seen_exact": ("maximize", "evaluation"),
+    "unseen_exact": ("maximize", "evaluation"),
+    "seen_cer": ("minimize", "evaluation"),
+    "unseen_cer": ("minimize", "evaluation"),
+}
+
+
+@dataclass
+class EvalConfig:
+    lengths: list[int] | None = None  # [lo, hi]; None = 1 .. twice the longest seen length
+    n: int = 1000  # strips per length
+    batch_size: int = 256
+    beam: int = 1  # 1 = greedy
+    folder: str | None = None  # evaluate on user strips (images + labels.csv) instead
+    crop: bool = True  # folder strips: ink placed as the generator places it, before resizing
+    allow_outside: bool = False  # folder: labels.csv may name files outside it (../x, /abs)
+    name: str | None = None  # output name under eval/; None = derived from source and decoding
+    maps_k: int = 3  # correct readings and failures drawn per length
+    map_lengths: list[int] | None = None  # None = a few seen and unseen lengths
+    head_maps: int = 1  # per map length: correct readings and failures drawn head by head
+    n_boot: int = 1000
+    oracle_length: bool = False  # also read with EOS forced at exactly the true length
+    ece_bins: int = 10  # equal-mass bins of the calibration error and reliability diagram
+    thresholds: list[float] = field(default_factory=lambda: [0.5, 0.9, 0.99])
+    failures_shown: int = 10  # most confident failures printed
+    # explore.json (the report's explorer): the first explore_n strips of each length, with
+    # image, spans, reading, per-step confidences and attention rows; 0 = none written.
+    # 32: a default sweep's page (6 runs x 16 lengths) gains about 2.3 MB (README).
+    explore_n: int = 32
+
+    @classmethod
+    def check(cls, e: Any, prefix: str = "eval") -> None:
+        require(e.n >= 1, f"{prefix}.n", e.n, "must be >= 1 strips per length")
+        require(e.batch_size >= 1, f"{prefix}.batch_size", e.batch_size, "must be >= 1")
+        check_beam(e.beam, f"{prefix}.beam")
+        require(e.maps_k >= 0, f"{prefix}.maps_k", e.maps_k, "must be >= 0")
+        require(e.head_maps >= 0, f"{prefix}.head_maps", e.head_maps, "must be >= 0")
+        require(e.n_boot >= 0, f"{prefix}.n_boot", e.n_boot, "must be >= 0")
+        require(e.ece_bins >= 1, f"{prefix}.ece_bins", e.ece_bins, "must be >= 1")
+        require(e.explore_n >= 0, f"{prefix}.explore_n", e.explore_n, "must be >= 0 (0 = none)")
+        require(
+            all(finite(t) and 0 <= t <= 1 for t in e.thresholds),
+            f"{prefix}.thresholds", list(e.thresholds), "must be confidences in [0, 1]",
+        )  # fmt: skip
+        if e.lengths is not None:
+            lo, hi = span(e.lengths, f"{prefix}.lengths")
+            require(hi <= MAX_EVAL_LENGTH, f"{prefix}.lengths", [lo, hi],
+                     f"must stay within {MAX_EVAL_LENGTH} digits (each length is a set of eval.n "
+                     f"strips read step by step)")  # fmt: skip
+
+
+@dataclass
+class ExperimentConfig:
+    """The config of ``attnlab train`` and of every sweep job."""
+
+    seed: int = 0
+    # A run directory (its best.pt) or checkpoint to start from: what fits is loaded, the
+    # rest (another charset's output layer) re-initialised and listed (attnlab.training.finetune).
+    init_from: str | None = None
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = MISSING  # the config group `model` chooses a reader's subclass
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        """Every value check of a training config, each section by its own dataclass and the
+        model by its reader's (the schema the config group ``model`` composed)."""
+        check_seed(cfg.seed)
+        DataConfig.check(cfg.data)
+        model_schema(cfg.model).check(cfg.model, cfg.data.height)
+        OptimConfig.check(cfg.optim)
+        TrainConfig.check(cfg.train)
+        EvalConfig.check(cfg.eval)
+
+
+def model_schema(node: Any) -> type[ModelConfig]:
+    """The config class of a composed ``model`` node: its reader's, or the shared one."""
+    kind = OmegaConf.get_type(node) if isinstance(node, DictConfig) else type(node)
+    return kind if isinstance(kind, type) and issubclass(kind, ModelConfig) else ModelConfig
+
+
+def check_experiment(cfg: Any) -> None:
+    """Every value check of a training config; one UserError naming the key."""
+    ExperimentConfig.check(cfg)
+
+
+def plain_config(cfg: Any) -> dict[str, Any]:
+    """The config as plain Python values (enums as strings), for checkpoints and JSON."""
+    return OmegaConf.to_container(  # type: ignore[return-value]
+        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
+        resolve=True,
+        enum_to_str=True,
+    )
+
+
+def seen_lengths(data: Any) -> list[int]:
+    """The lengths a reader is trained on ("seen"), sorted; ``data`` is a DataConfig or the
+    ``data`` node of a run's saved config."""
+    if data.train_length_set:
+        return sorted(set(int(n) for n in data.train_length_set))
+    lo, hi = span(data.train_lengths, "data.train_lengths")
+    return list(range(lo, hi + 1))
+
+
+def lengths_label(lengths: list[int]) -> str:
+    """One label for a set of lengths: "1-8" when contiguous, else "2,4,6". Equal sets get
+    equal labels, however they were configured."""
+    seen = sorted(set(int(n) for n in lengths))
+    if not seen:
+        return "?"
+    if seen == list(range(seen[0], seen[-1] + 1)):
+        return f"{seen[0]}-{seen[-1]}"
+    return ",".join(map(str, seen))
