@@ -26,7 +26,7 @@ def test_tokens_round_trip_and_cut_after_eos():
     assert inputs[0].tolist() == [tokens.BOS, 7, 3, 10]
     assert targets[1].tolist() == [4, tokens.EOS, tokens.PAD, tokens.PAD]
     ids = torch.tensor([[7, 3, tokens.EOS, 5, 6], [4, 4, 4, 4, 4]])
-    assert tokens.decode(ids) == ["40", "11111"]
+    assert tokens.to_texts(ids) == ["40", "11111"]
 
 
 def test_masked_softmax_zeroes_padding_and_sums_to_one():

@@ -34,7 +34,7 @@ from attnlab.evaluation.interventions import (
     summary_table,
 )
 from attnlab.models.base import Decoded, Reader
-from attnlab.runs.rundir import ProbeDir
+from attnlab.runs.probedir import ProbeDir
 from attnlab.tasks.probe import occlusion_table, saliency_table, swap_table
 
 STRIDE = 4
@@ -350,7 +350,7 @@ def test_probe_command_and_report_section(trained, copy_run, attnlab_cli, tmp_pa
 
 def _probe_files(run: Path, step: int, drop: float, name: str = "synthetic") -> None:
     """A probe folder as `attnlab probe` writes it (summary.csv and probe.json only)."""
-    from attnlab.runs.rundir import ProbeMeta
+    from attnlab.runs.probedir import ProbeMeta
 
     out = ProbeDir(run / "probe" / name)
     out.path.mkdir(parents=True)

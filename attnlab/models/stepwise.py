@@ -236,7 +236,11 @@ def greedy(reader: StepwiseReader, memory: Memory, lengths: torch.Tensor | None 
         w_t = w_t * (ids_t != tokens.PAD)[..., None]
     steps = (ids_t != tokens.PAD).sum(1).clamp(min=1)
     return Decoded(
-        tokens.decode(ids_t, reader.charset), logp_sum.exp(), w_t, memory.lengths, logp_sum / steps
+        tokens.to_texts(ids_t, reader.charset),
+        logp_sum.exp(),
+        w_t,
+        memory.lengths,
+        logp_sum / steps,
     )
 
 
@@ -321,7 +325,7 @@ def beam_search(
     if whist is not None:
         weights = whist[r, best].float() * (ids != tokens.PAD)[..., None]
     found = Decoded(
-        tokens.decode(ids, reader.charset),
+        tokens.to_texts(ids, reader.charset),
         scores[r, best].exp(),
         weights,
         memory.lengths,

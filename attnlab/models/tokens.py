@@ -63,7 +63,7 @@ def encode(labels: list[str], charset: str = DIGITS) -> tuple[torch.Tensor, torc
     return inputs, targets
 
 
-def decode(ids: torch.Tensor, charset: str = DIGITS) -> list[str]:
+def to_texts(ids: torch.Tensor, charset: str = DIGITS) -> list[str]:
     """(B, S) token ids -> strings, cut at each row's first EOS; PAD and BOS are dropped."""
     top = DIGIT0 + len(charset)
     out = []

@@ -1,9 +1,14 @@
 """The experiment report: runs on disk -> tables, plots and one self-contained HTML page.
 
-Modules, one concern each: `discover` (run directories -> RunInfo, with their problems),
-`aggregate` (seed aggregation of every metric), `tables` (summary tables, summary.md),
-`figures` (matplotlib plots), `gallery` (attention maps), `readers` (order, colour and
-description from the reader registry), `html` (the Jinja2 page) and `build` (all of it).
+The flow: `discover` (run directories -> RunInfo, with their problems) -> `variants` (runs
+grouped into configs; seeds counted) -> `aggregate` (seed aggregation of every metric) ->
+`compare` (paired differences between variants) -> `tables` (summary.csv, summary.md),
+`figures` and `swept` (plots), `gallery` (attention maps), `calibration`, `probes`,
+`findings`, `explorer` (the explorer's data) -> `html` (the Jinja2 page) -> `build` (all of
+it). `reader_styles` gives order, colour and description from the reader registry.
+
+torch is imported only where a registry or a metric declaration needs it (`reader_styles`,
+`probes`), lazily, when there is something to show.
 
 With five or more seeds a band is a 95% Student-t interval of the mean; with fewer it is the
 min-max range of the seeds, and every table and plot says which one it shows.

@@ -30,7 +30,7 @@ from attnlab.report.aggregate import (
 from attnlab.report.discover import current_meta
 from attnlab.report.variants import variant_key
 from attnlab.runs.io import PARTIAL
-from attnlab.runs.rundir import ProbeDir
+from attnlab.runs.probedir import ProbeDir
 
 KEYS = ["train", "reader", "variant", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).

@@ -117,7 +117,7 @@ class EvalMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _load_json(path: Path) -> dict[str, Any]:
+def load_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
@@ -129,7 +129,7 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _from_dict(cls, data: dict[str, Any], what: str):
+def from_dict(cls, data: dict[str, Any], what: str):
     """A dataclass from a JSON object: unknown keys ignored, missing required keys named."""
     names = {f.name for f in fields(cls)}
     try:
@@ -239,7 +239,7 @@ class RunDir:
         )
 
     def read_status(self) -> Status:
-        data = _load_json(self.status_file)
+        data = load_json(self.status_file)
         try:
             state = RunStatus(data.get("state"))
         except ValueError as err:
@@ -255,7 +255,7 @@ class RunDir:
         write_json(self.objective_file, {"name": name, "value": value, "direction": direction})
 
     def read_metrics(self) -> TrainMetrics:
-        return _from_dict(TrainMetrics, _load_json(self.metrics_file), METRICS)
+        return from_dict(TrainMetrics, load_json(self.metrics_file), METRICS)
 
     def write_history(self, rows: list[dict[str, Any]]) -> None:
         buf = io.StringIO()
@@ -274,7 +274,7 @@ class RunDir:
         write_json(self.split_file, record)
 
     def read_split(self) -> dict[str, Any]:
-        return _load_json(self.split_file)
+        return load_json(self.split_file)
 
     def lock(self, purpose: str) -> RunLock:
         return RunLock(self.path / LOCK, purpose)
@@ -364,87 +364,4 @@ class EvalDir:
         write_json(self.meta_file, asdict(meta))
 
     def read_meta(self) -> EvalMeta:
-        return _from_dict(EvalMeta, _load_json(self.meta_file), EVAL_META)
-
-
-# ---------------------------------------------------------------------------------------------
-# Probes: ``probe/<name>/`` of a run (attnlab.tasks.probe); probe.json is written last.
-
-PROBE = "probe"
-PROBE_META = "probe.json"
-PROBE_SUMMARY = "summary.csv"
-OCCLUSION = "occlusion.csv"
-SWAPS = "swap.csv"
-SALIENCY = "saliency.csv"
-PROBE_EXAMPLE = "example.png"
-
-
-@dataclass
-class ProbeMeta:
-    """probe.json: what a probe read, with which checkpoint; written last."""
-
-    name: str
-    reader: str
-    seen_lengths: list[int]
-    lengths: list[int]
-    n_per_length: int  # asked for; summary.csv says how many correct strips each length had
-    pool: int  # strips read per length to find them
-    checkpoint: str
-    step: int  # the training step of the checkpoint it read
-    has_weights: bool
-    seconds: float  # wall time of the probe
-    example: dict[str, Any] = field(default_factory=dict)  # length and strip of example.png
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class ProbeDir:
-    """One probe of a run: ``probe/<name>/`` with its CSV tables, example.png and probe.json."""
-
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-
-    @staticmethod
-    def root(run: Path | str) -> Path:
-        return Path(run) / PROBE
-
-    @classmethod
-    def of_run(cls, run: Path | str) -> list[ProbeDir]:
-        """The probes of a run directory (hidden folders are ones being written)."""
-        root = cls.root(run)
-        if not root.is_dir():
-            return []
-        return [cls(p) for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def summary(self) -> Path:
-        return self.path / PROBE_SUMMARY
-
-    @property
-    def occlusion(self) -> Path:
-        return self.path / OCCLUSION
-
-    @property
-    def swaps(self) -> Path:
-        return self.path / SWAPS
-
-    @property
-    def saliency(self) -> Path:
-        return self.path / SALIENCY
-
-    @property
-    def example(self) -> Path:
-        return self.path / PROBE_EXAMPLE
-
-    @property
-    def meta_file(self) -> Path:
-        return self.path / PROBE_META
-
-    def write_meta(self, meta: ProbeMeta) -> None:
-        write_json(self.meta_file, asdict(meta))
-
-    def read_meta(self) -> ProbeMeta:
-        return _from_dict(ProbeMeta, _load_json(self.meta_file), PROBE_META)
+        return from_dict(EvalMeta, load_json(self.meta_file), EVAL_META)

@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 registry.discover()
 
 
-def default_lengths(seen: list[int]) -> list[int]:
+def eval_lengths(seen: list[int]) -> list[int]:
+    """What ``attnlab eval`` reads when eval.lengths is unset: 1 to twice the top seen."""
     return list(range(1, 2 * max(seen) + 1))
 
 
@@ -104,7 +105,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     else:
         source, digest = "synthetic", None
         name = cfg.name or f"synthetic-{decoding}"
-        lengths = default_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
+        lengths = eval_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
         synth = StripSynth(exp.data)
         sets = {
             n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])

@@ -46,13 +46,13 @@ from attnlab.evaluation.interventions import (
 from attnlab.models import registry
 from attnlab.runs import checkpoint
 from attnlab.runs.io import atomic_dir, atomic_write, write_figure
-from attnlab.runs.rundir import PROBE, ProbeDir, ProbeMeta
+from attnlab.runs.probedir import PROBE, ProbeDir, ProbeMeta
 
 log = logging.getLogger(__name__)
 registry.discover()
 
 
-def default_lengths(seen: list[int]) -> list[int]:
+def probe_lengths(seen: list[int]) -> list[int]:
     """The middle and the top of the seen lengths, two beyond the top and twice the top."""
     top = max(seen)
     return sorted({seen[len(seen) // 2], top, top + 2, 2 * top})
@@ -72,7 +72,7 @@ def _probe(ckpt_path: Path, cfg: ProbeConfig, device: str, say) -> Path:
     got = checkpoint.restore(ckpt_path, device)
     ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
     seen = seen_lengths(exp.data)
-    lengths = default_lengths(seen) if cfg.lengths is None else sorted(set(cfg.lengths))
+    lengths = probe_lengths(seen) if cfg.lengths is None else sorted(set(cfg.lengths))
     name = cfg.name or "synthetic"
     meta = ProbeMeta(
         name=name,
