@@ -221,12 +221,25 @@ BAD_TRAINING = [
     ("data.scale=[1.2,0.9]", "data.scale"),
     ("eval.batch_size=0", "eval.batch_size"),
     ("eval.beam=0", "eval.beam"),
+    ("model.stride=3", "model.stride"),
+    ("model.stem_channels=[8] model.stride=8", "model.stride"),
+    ("model.stem_channels=[8,8] data.height=34", "data.height"),
+    # A reader's own fields, checked by its own config class (each reader's check()).
+    ("model=attention model.attn_dim=0", "model.attn_dim"),
+    ("model=attention model.ctc_aux=-1", "model.ctc_aux"),
+    ("model=fixed model.dec_hidden=0", "model.dec_hidden"),
+    ("model=location model.loc_kernel=4", "model.loc_kernel"),
+    ("model=location model.loc_channels=0", "model.loc_channels"),
+    ("model=window model.pace=0", "model.pace"),
+    ("model=window model.components=0", "model.components"),
+    ("model=transformer model.heads=3", "model.heads"),
+    ("model=transformer model.dropout=1.5", "model.dropout"),
 ]
 
 
 @pytest.mark.parametrize("override, key", BAD_TRAINING)
 def test_values_a_type_cannot_rule_out_are_checked(compose_train, override, key):
-    cfg = compose_train(override)
+    cfg = compose_train(*override.split())
     with pytest.raises(UserError, match=key.replace(".", r"\.")):
         check_experiment(cfg)
 
@@ -258,7 +271,6 @@ def test_a_bad_training_value_is_one_line_from_the_cli(attnlab_cli, tmp_path):
 
 
 def test_check_eval_accepts_the_defaults():
-
     EvalConfig.check(EvalConfig())
 
 

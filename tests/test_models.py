@@ -191,6 +191,40 @@ def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_traine
         checkpoint.load(path).rebuild(path)
 
 
+def test_a_checkpoint_is_its_payload_and_back(tmp_path):
+    """Checkpoint owns the layout: what it writes loads back field by field, None entries
+    are left out of the file, and a payload that is not a checkpoint is one line."""
+    from attnlab.config import plain_config
+    from attnlab.runs import checkpoint
+
+    cfg = tiny_config("attention")
+    m = registry.build(cfg.model, cfg.data.height)
+    ckpt = checkpoint.Checkpoint(
+        m.name, m.state_dict(), plain_config(cfg), step=7, history=[{"step": 7, "loss": 1.5}],
+        best={"step": 5, "exact_acc": 0.25}, data_split={"path": "x", "val": [1, 2]},
+    )  # fmt: skip
+    path = ckpt.save(tmp_path / "c.pt")
+    payload = torch.load(path, weights_only=True)
+    assert payload["format"] == checkpoint.FORMAT and payload["step"] == 7
+    assert "init_from" not in payload and "optimizer" not in payload  # None: left out
+    back = checkpoint.load(path)
+    assert (back.reader, back.step, back.history, back.best) == (
+        "attention",
+        7,
+        [{"step": 7, "loss": 1.5}],
+        {"step": 5, "exact_acc": 0.25},
+    )
+    assert back.data_split == {"path": "x", "val": [1, 2]} and back.init_from is None
+    assert all(torch.equal(back.model[k], v) for k, v in m.state_dict().items())
+    assert back.run_config().model.name == "attention"
+    torch.save({**payload, "format": 99}, path)
+    with pytest.raises(UserError, match="format"):
+        checkpoint.load(path)
+    torch.save({**payload, "step": "seven"}, path)
+    with pytest.raises(UserError, match="'step' entry is a str"):
+        checkpoint.load(path)
+
+
 @pytest.mark.parametrize("kind", ["attention", "location", "window"])
 def test_packed_training_loss_and_gradients_are_the_tokens_of_each_strip_alone(kind):
     """The encoder's column layers and the decoder's teacher-forced steps skip padding
