@@ -24,6 +24,22 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def bf16_autocast(bf16: bool | None, device: torch.device) -> bool:
+    """Whether a run autocasts to bf16 on ``device``: ``train.bf16`` true = yes, on any device
+    that supports it (CPU included); false = no; null (the default) = on CUDA only, so that
+    default CPU runs compute in float32 as they always have."""
+    if bf16 is None:
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if not bf16:
+        return False
+    return device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_bf16_supported())
+
+
+def autocast(device: torch.device, enabled: bool) -> torch.autocast:
+    """bf16 autocast on the device's own type (a no-op when not ``enabled``)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
 def set_threads(threads: int) -> None:
     """``threads`` > 0: that many. 0: the job's share of the CPUs under a submitit launcher
     (SLURM's cpus-per-task; one each for local parallel jobs), else torch's default."""
