@@ -56,8 +56,9 @@ def _readings(strips, weights: bool, rng) -> Readings:
     return Readings(texts, rng.random(len(texts)), rows)
 
 
-def build(root: Path, n: int) -> Path:
-    synth = StripSynth(DataConfig())
+def build(root: Path, n: int, data: DataConfig | None = None) -> Path:
+    """The page of a default-sized sweep's explorer (``data``: default DataConfig())."""
+    synth = StripSynth(data or DataConfig())
     sets = {k: fixed_set(synth, "test", k, n) for k in LENGTHS}
     rng = np.random.default_rng(0)
     runs = []
