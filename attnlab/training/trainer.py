@@ -128,7 +128,10 @@ class Trainer:
         self.trained_steps = 0  # steps whose time train_seconds counts
         self.timer = StepTimer()
         self.autocast = bf16_autocast(t.bf16, self.device)
-        self.loss_fn = torch.compile(self.model.loss) if t.compile else self.model.loss
+        # dynamic: the strips' widths change every batch (one compiled graph, not one per width)
+        self.loss_fn = (
+            torch.compile(self.model.loss, dynamic=True) if t.compile else self.model.loss
+        )
         self.writer = None
         self.hydra_files = run.hydra_files()
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
