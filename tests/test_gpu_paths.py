@@ -112,3 +112,16 @@ def test_cuda_without_a_gpu_is_one_line(attnlab_cli, tmp_path):
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert lines == ["attnlab: error: device: 'cuda' asked for, but no CUDA GPU is available here"]
     assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("*.pt"))
+
+
+@pytest.mark.parametrize(("written", "saved", "read"), [(7, True, None), (8, True, True)])
+def test_older_checkpoints_bf16_true_meant_cuda_only(written, saved, read):
+    """Before format 8, train.bf16=true (the old default) autocast on CUDA only: it reads as
+    null, so evaluating an old CPU run on a CPU stays float32."""
+    from attnlab.config import plain_config
+    from attnlab.runs.checkpoint import config_of
+
+    config = plain_config(compose([*TINY, "model=fixed"]))
+    config["train"]["bf16"] = saved
+    cfg = config_of({"format": written, "reader": "fixed", "config": config})
+    assert cfg.train.bf16 is read
