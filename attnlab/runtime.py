@@ -68,7 +68,10 @@ def local_jobs() -> int:
     """Sweep jobs to run at once on this machine (conf/hydra/launcher/parallel.yaml): one per
     usable CPU, no more than the available memory holds (JOB_MEMORY_GIB each). Each job then
     runs with CPUs // jobs torch threads (joblib sets OMP_NUM_THREADS in its workers), so
-    jobs x threads never exceeds the CPUs."""
+    jobs x threads never exceeds the CPUs. With a CUDA GPU, one job at a time: every job's
+    ``train.device=auto`` is that GPU."""
+    if torch.cuda.is_available():
+        return 1
     jobs = usable_cpus()
     memory = available_memory_gib()
     if memory is not None:
