@@ -24,9 +24,65 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def bf16_autocast(bf16: bool | None, device: torch.device) -> bool:
+    """Whether a run autocasts to bf16 on ``device``: ``train.bf16`` true = yes, on any device
+    that supports it (CPU included); false = no; null (the default) = on CUDA only, so that
+    default CPU runs compute in float32 as they always have."""
+    if bf16 is None:
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    if not bf16:
+        return False
+    return device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_bf16_supported())
+
+
+def autocast(device: torch.device, enabled: bool) -> torch.autocast:
+    """bf16 autocast on the device's own type (a no-op when not ``enabled``)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+# Memory one training job may take at its peak (a default run peaks below 1 GiB, most of it
+# the transient of building the glyph bank): a sweep runs no more jobs at once than fit.
+JOB_MEMORY_GIB = 1.5
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, e.g. a container's share)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def available_memory_gib() -> float | None:
+    """MemAvailable (Linux), None elsewhere."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def local_jobs() -> int:
+    """Sweep jobs to run at once on this machine (conf/hydra/launcher/parallel.yaml): one per
+    usable CPU, no more than the available memory holds (JOB_MEMORY_GIB each). Each job then
+    runs with CPUs // jobs torch threads (joblib sets OMP_NUM_THREADS in its workers), so
+    jobs x threads never exceeds the CPUs. With a CUDA GPU, one job at a time: every job's
+    ``train.device=auto`` is that GPU."""
+    if torch.cuda.is_available():
+        return 1
+    jobs = usable_cpus()
+    memory = available_memory_gib()
+    if memory is not None:
+        jobs = min(jobs, int(memory // JOB_MEMORY_GIB))
+    return max(1, jobs)
+
+
 def set_threads(threads: int) -> None:
     """``threads`` > 0: that many. 0: the job's share of the CPUs under a submitit launcher
-    (SLURM's cpus-per-task; one each for local parallel jobs), else torch's default."""
+    (SLURM's cpus-per-task; one each for local parallel jobs), else torch's default (in a
+    job of hydra/launcher=parallel: CPUs // jobs, from the OMP_NUM_THREADS joblib sets)."""
     if threads <= 0:
         if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
             threads = int(os.environ["SLURM_CPUS_PER_TASK"])

@@ -70,6 +70,9 @@ def test_sweep_job_complete(tiny_sweep, reader):
     job = jobs[reader]
     status = json.loads((job / "status.json").read_text())
     assert status == {"state": "complete", "step": 30, "error": None}
+    # Under submitit_local each job has one thread, recorded in its config (train.threads=0
+    # is resolved to the number the job ran with) and shown in the report's run table.
+    assert job_config(job)["train"]["threads"] == 1
     metrics = json.loads((job / "metrics.json").read_text())
     assert metrics["reader"] == reader
     assert metrics["step"] == 30 and metrics["seen_lengths"] == [1, 2, 3]
@@ -125,6 +128,14 @@ def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
 
     good = jobs[4]
     assert json.loads((good / "status.json").read_text())["state"] == "complete"
+    # The default launcher (hydra/launcher=parallel) divides the CPUs between its jobs.
+    from attnlab.runtime import local_jobs, usable_cpus
+
+    threads = job_config(good)["train"]["threads"]
+    assert threads >= 1 and (local_jobs() == 1 or threads * local_jobs() <= usable_cpus())
+    from attnlab.report import discover_runs
+
+    assert [r.threads for r in discover_runs([sweep]) if r.path == good] == [threads]
     assert (good / "eval" / "synthetic-greedy" / "metrics_by_length.csv").is_file()
 
     bad = json.loads((jobs[3] / "status.json").read_text())

@@ -1,15 +1,12 @@
-"""The held-out typeface benchmark (scripts/typefaces.py): its test strips, and one tiny
+"""The held-out typeface benchmark (attnlab.bench.typefaces): its test strips, and one tiny
 benchmark run end to end."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from attnlab.bench import typefaces
 from attnlab.data.folder import load_folder
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import typefaces  # noqa: E402
 
 
 @pytest.mark.parametrize("family", list(typefaces.FAMILIES))

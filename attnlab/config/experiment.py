@@ -56,7 +56,9 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # CPU threads; 0 = torch default (under submitit: the job CPU share)
     compile: bool = False
-    bf16: bool = True  # autocast to bf16 on CUDA
+    # bf16 autocast: null = on CUDA only (CPU runs stay float32); true = on any device, CPU
+    # included (train.bf16=true train.device=cpu); false = never.
+    bf16: bool | None = None
     progress: str = "auto"  # auto | rich | plain
     # What the task returns to a Hydra sweeper (Optuna, Nevergrad, Ax): one of OBJECTIVES,
     # e.g. val_exact (maximize). None: the task returns its metrics as a dict, as always.

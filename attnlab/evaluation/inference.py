@@ -11,6 +11,7 @@ import torch
 
 from attnlab.data.strips import StripBatch
 from attnlab.models.base import Reader
+from attnlab.runtime import autocast
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Readings:
         return np.array([r == t for r, t in zip(self.texts, labels, strict=True)])
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def read_strips(
     reader: Reader,
     strips: StripBatch,
@@ -34,10 +35,12 @@ def read_strips(
     beam: int = 1,
     keep_weights: bool = True,
     oracle: bool = False,
+    bf16: bool = False,
 ) -> Readings:
     """Read every strip; batches hold strips of similar width (sorted by width), so little
     of each batch is padding. Weights are kept when the reader returns them. ``oracle``:
-    each reading has exactly as many digits as the strip's label (a diagnostic)."""
+    each reading has exactly as many digits as the strip's label (a diagnostic). ``bf16``:
+    under bf16 autocast on the device's type (as the run trained: runtime.bf16_autocast)."""
     reader.eval()
     order = torch.argsort(strips.widths, stable=True)
     n = len(strips)
@@ -49,7 +52,8 @@ def read_strips(
         idx = order[start : start + batch_size]
         sub = strips.select(idx)
         lengths = torch.tensor([len(t) for t in sub.labels]) if oracle else None
-        out = reader.read(sub.images.to(device), sub.widths.to(device), beam, lengths)
+        with autocast(device, bf16):
+            out = reader.read(sub.images.to(device), sub.widths.to(device), beam, lengths)
         c = out.confidence.float().cpu().numpy()
         w = out.weights.cpu().numpy() if (keep_weights and out.weights is not None) else None
         has_weights = has_weights or w is not None

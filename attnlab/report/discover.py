@@ -62,6 +62,9 @@ class RunInfo:
     step: int | None = None
     best_step: int | None = None  # metrics.json best.step: the checkpoint evaluations must read
     sweep: Path | None = None  # the sweep directory (holding multirun.yaml) for multirun jobs
+    # train.threads: the CPU threads it trained with (runs record the number since the sweep
+    # ran jobs side by side; 0 = torch's default, in older runs). A neutral key, shown only.
+    threads: int | None = None
     config_text: str = field(default="", repr=False)
     overrides: list[str] = field(default_factory=list)
     eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
@@ -146,6 +149,8 @@ def _read_config(run: RunDir, info: RunInfo) -> None:
         info.problems.append(f"unreadable .hydra/config.yaml: {str(exc).splitlines()[0]}")
         return
     info.reader = None if (reader := _select(cfg, "model.name")) is None else str(reader)
+    threads = _select(cfg, "train.threads")
+    info.threads = threads if isinstance(threads, int) else None
     seed = _select(cfg, "seed")
     if seed is not None and not isinstance(seed, int):
         info.problems.append(f"config seed is not an integer: {seed!r}")

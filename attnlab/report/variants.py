@@ -28,7 +28,8 @@ from attnlab.report.reader_styles import reader_key
 NEUTRAL_KEYS = (
     "seed",  # the seeds of a variant: counted, not compared
     "train.device",  # where it ran (auto | cpu | cuda:N)
-    "train.threads",  # CPU threads
+    "train.threads",  # CPU threads (1- and 2-thread CPU runs differ slightly: float sums in
+    # another order; the report's run table shows each run's)
     "train.progress",  # progress display
     "train.log_every",  # logging cadence
     "train.checkpoint_every",  # checkpoint cadence (a resume continues the same run)

@@ -37,11 +37,13 @@ from attnlab.runtime import resolve_device
 # augmentation. Format 4: it has the footless ones. Format 5: the share of training strips
 # augmented (every one before). Format 6: training batches of one length (lengths were
 # mixed in every batch before), elastic glyph warps and JPEG. Format 7: the step-wise
-# readers' auxiliary CTC loss (a key of their sections only). A file of an older format
+# readers' auxiliary CTC loss (a key of their sections only). Format 8: train.bf16 null
+# means "on CUDA only" and true "on any device" (before, true meant CUDA only: read as null).
+# A file of an older format
 # lacks the keys added since and was trained without them, so they read as LEGACY says
 # (format -> the keys it added, with the values it was trained with), not as today's defaults.
-FORMAT = 7
-READABLE = (1, 2, 3, 4, 5, 6, 7)
+FORMAT = 8
+READABLE = (1, 2, 3, 4, 5, 6, 7, 8)
 LEGACY: dict[int, dict[str, dict[str, Any]]] = {
     3: {
         "model": {"column_convs": []},
@@ -139,6 +141,9 @@ class Checkpoint:
         added = {k: v for k, v in legacy("model", self.format).items() if k in schema.model}
         model = {**added, **model}  # a key another kind of reader has is not this one's
         saved["data"] = {**legacy("data", self.format), **dict(saved.get("data") or {})}
+        train = saved.get("train")
+        if self.format < 8 and isinstance(train, dict) and train.get("bf16") is True:
+            saved["train"] = {**train, "bf16": None}  # format 8 renamed it: it meant CUDA only
         try:
             cfg = OmegaConf.merge(schema, {**saved, "model": model})
         except Exception as err:

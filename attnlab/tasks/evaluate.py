@@ -40,6 +40,7 @@ from attnlab.models import registry
 from attnlab.runs import checkpoint
 from attnlab.runs.io import atomic_dir, atomic_write, write_text
 from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
+from attnlab.runtime import bf16_autocast
 
 log = logging.getLogger(__name__)
 registry.discover()
@@ -116,7 +117,19 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     final = atomic_dir(
         target,
         lambda work: _write_evaluation(
-            EvalDir(work), reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say, digest
+            EvalDir(work),
+            reader,
+            dev,
+            ckpt,
+            ckpt_path,
+            sets,
+            cfg,
+            seen,
+            source,
+            name,
+            say,
+            digest,
+            bf16=bf16_autocast(exp.train.bf16, dev),  # the autocast the run trained under
         ),
     )
     say(f"evaluation written to {final}")
@@ -154,7 +167,19 @@ def refuse_other_data(target: EvalDir, folder: str | None, digest: str | None) -
 
 
 def _write_evaluation(
-    out: EvalDir, reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, say, digest=None
+    out: EvalDir,
+    reader,
+    dev,
+    ckpt,
+    ckpt_path,
+    sets,
+    cfg,
+    seen,
+    source,
+    name,
+    say,
+    digest=None,
+    bf16=False,
 ) -> None:
     """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
     stride = reader.encoder.stride
@@ -162,10 +187,12 @@ def _write_evaluation(
 
     frames, readings_by_length = [], {}
     for n, (strips, sources) in sets.items():
-        r = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam)
+        r = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam, bf16=bf16)
         oracle = None
         if cfg.oracle_length:
-            oracle = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam, oracle=True)
+            oracle = read_strips(
+                reader, strips, dev, cfg.batch_size, cfg.beam, oracle=True, bf16=bf16
+            )
         readings_by_length[n] = (strips, r)
         frames.append(records_for(strips, r, stride, sources, source == "synthetic", oracle=oracle))
     records = pd.concat(frames, ignore_index=True)

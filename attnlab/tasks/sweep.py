@@ -1,8 +1,10 @@
 """The Hydra task behind ``attnlab sweep lengths``: each job trains, then evaluates.
 
 The sweep itself is a Hydra multirun (``conf/sweep.yaml`` sets the axes), so the basic,
-submitit_local and submitit_slurm launchers all run it unchanged. A job that fails leaves
-``status.json`` saying why; ``summarize`` reads those after the sweep.
+submitit_local and submitit_slurm launchers all run it unchanged. By default it runs on
+``hydra/launcher=parallel`` (Hydra's joblib launcher): as many jobs at once as this machine's
+CPUs and memory allow, the threads divided between them (``runtime.local_jobs``). A job that
+fails leaves ``status.json`` saying why; ``summarize`` reads those after the sweep.
 """
 
 from __future__ import annotations
@@ -13,17 +15,20 @@ from typing import Any
 
 import hydra
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
+from attnlab.runtime import local_jobs
 from attnlab.tasks.evaluate import evaluate_run
 from attnlab.tasks.train import hydra_run_dir
 from attnlab.training.session import record_objective, train, validation_objective
 
 log = logging.getLogger("attnlab.sweep")
+# hydra/launcher=parallel (the sweep's default): jobs at once on this machine
+OmegaConf.register_new_resolver("attnlab.jobs", local_jobs, replace=True)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnlab.conf", config_name="sweep")

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -58,6 +59,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 write_hydra_files(run, cfg)
                 _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
             raise
+        if cfg.train.threads <= 0:  # recorded as the number this job ran with
+            cfg.train.threads = torch.get_num_threads()
         write_hydra_files(run, cfg)  # accepted: this command's config is the run's
         trainer.hydra_files = run.hydra_files()
         with sigterm_as_interrupt():

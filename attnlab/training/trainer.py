@@ -31,7 +31,7 @@ from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import resolve_device, set_threads
+from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
 
 log = logging.getLogger("attnlab.train")
 
@@ -135,8 +135,11 @@ class Trainer:
         self.train_seconds = 0.0  # time spent in training steps, over every restart
         self.trained_steps = 0  # steps whose time train_seconds counts
         self.timer = StepTimer()
-        self.autocast = self.device.type == "cuda" and bool(t.bf16)
-        self.loss_fn = torch.compile(self.model.loss) if t.compile else self.model.loss
+        self.autocast = bf16_autocast(t.bf16, self.device)
+        # dynamic: the strips' widths change every batch (one compiled graph, not one per width)
+        self.loss_fn = (
+            torch.compile(self.model.loss, dynamic=True) if t.compile else self.model.loss
+        )
         self.writer = None
         self.hydra_files = run.hydra_files()
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
@@ -234,7 +237,7 @@ class Trainer:
             self.timer.data_s += time.perf_counter() - drawn
             images = batch.images.to(self.device, non_blocking=True)
             widths = batch.widths.to(self.device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            with autocast(self.device, self.autocast):
                 loss = self.loss_fn(images, widths, batch.labels)
             (loss / acc).backward()
             total += float(loss.detach()) / acc
@@ -264,7 +267,9 @@ class Trainer:
         by_length = {}
         shown = []
         for n, strips in self.val_sets.items():
-            r = read_strips(self.model, strips, self.device, 512, keep_weights=False)
+            r = read_strips(
+                self.model, strips, self.device, 512, keep_weights=False, bf16=self.autocast
+            )
             exact, cer = quick_scores(strips.labels, r.texts)
             by_length[str(n)] = {"exact_acc": exact, "cer": cer}
             if n == max(self.val_sets):
@@ -299,7 +304,7 @@ class Trainer:
             return
         top = self.val_sets[max(self.val_sets)]
         strips = top.select(range(min(self.cfg.train.maps_logged, len(top))))
-        r = read_strips(self.model, strips, self.device, 64)
+        r = read_strips(self.model, strips, self.device, 64, bf16=self.autocast)
         for i, w in enumerate(r.weights or []):
             img = torch.from_numpy(w).float()
             img = img / img.amax().clamp(min=1e-6)
@@ -354,12 +359,8 @@ class Trainer:
                     self.writer.add_scalar("train/lr", lr, self.step)
                     self.record(loss=loss, lr=lr)
                     if not progress.rich:
-                        rate = (
-                            (self.step - start_step)
-                            * t.batch_size
-                            * t.accumulate
-                            / max(1e-9, time.time() - start_time)
-                        )
+                        done = (self.step - start_step) * t.batch_size * t.accumulate
+                        rate = done / max(1e-9, time.time() - start_time)
                         log.info(
                             "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
                             self.step, t.steps, loss, lr, rate,
@@ -378,15 +379,13 @@ class Trainer:
         finally:
             progress.close()
             self.writer.flush()
+        strips = self.trained_steps * t.batch_size * t.accumulate
         metrics = TrainMetrics(
             reader=self.model.name,
             step=self.step,
             params=self.params,
             elapsed_s=round(self.train_seconds, 2),
-            strips_per_s=round(
-                self.trained_steps * t.batch_size * t.accumulate / max(self.train_seconds, 1e-9),
-                1,
-            ),
+            strips_per_s=round(strips / max(self.train_seconds, 1e-9), 1),
             seen_lengths=self.seen,
             val=self.last_val,
             best={
