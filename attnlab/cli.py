@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from attnlab import __version__
-from attnlab.errors import UserError
+from attnlab.errors import UserError, one_line
 
 FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -40,27 +40,18 @@ def fail(message: str) -> None:
 
 
 def _one_line(err: BaseException) -> str:
-    """Hydra and OmegaConf errors as one line: the message, then the key it concerns."""
-
-    def key_of(lines: list[str]) -> str:
-        return next(
-            (ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")),
-            "",
-        )
-
-    lines = str(err).strip().splitlines() or [type(err).__name__]
-    key = key_of(lines)
-    parts = [lines[0] + (f" (key: {key})" if key else "")]
+    """Hydra and OmegaConf errors as one line: each message of the chain of causes, then the
+    key it concerns (``errors.one_line``), each said once."""
+    parts = [one_line(err)]
+    seen = {parts[0].split(" (key: ")[0]}
     cause = err.__cause__ or err.__context__
-    seen = {lines[0]}
     while cause is not None:
         text = str(cause).strip()
         if text and "$VALUE" not in text:  # OmegaConf's unfilled message template
-            lines = text.splitlines()
-            first, key = lines[0], key_of(lines)
-            if first not in seen:
-                parts.append(first + (f" (key: {key})" if key else ""))
-                seen.add(first)
+            line = one_line(cause)
+            if line.split(" (key: ")[0] not in seen:
+                parts.append(line)
+                seen.add(line.split(" (key: ")[0])
         cause = cause.__cause__
     return ": ".join(parts)
 
@@ -251,42 +242,9 @@ def _readers_axis(arg: str) -> str:
 
 def _report_sweeps(args: list[str], started: float) -> None:
     """After a sweep: which jobs failed and where their logs are (exit 1 if any)."""
-    from attnlab.tasks.sweep import job_logs, summarize
+    from attnlab.tasks.sweep import report_sweeps
 
-    if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
-        return
-    root = next((Path(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")), None)
-    root = root or Path("multirun")
-    # Hydra's basic sweeper writes multirun.yaml; the Optuna sweeper its optimization results
-    markers = ("multirun.yaml", "optimization_results.yaml")
-    sweeps = [
-        p.parent
-        for marker in markers
-        for p in root.glob(f"**/{marker}")
-        if p.stat().st_mtime >= started - 1
-    ]
-    if any(root.joinpath(m).exists() for m in markers) and root not in sweeps:
-        sweeps.append(root)
-    bad = False
-    for sweep in sorted(set(sweeps)):
-        done, failed = summarize(sweep)
-        typer.echo(
-            f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete"
-        )
-        for job, reason in failed:
-            logs = [str(p) for p in job_logs(job, sweep)]
-            typer.echo(f"  FAILED {job}: {reason}\n    logs: {', '.join(logs) or job}")
-        bad = bad or bool(failed)
-        if done:
-            from attnlab.report import discover_runs
-            from attnlab.report.variants import summary_lines
-
-            lines = summary_lines(discover_runs([sweep]))
-            typer.echo("variants (each its own line in the report):")
-            for line in lines:
-                typer.echo(line)
-            typer.echo(f"next: attnlab report {sweep}")
-    if bad:
+    if report_sweeps(args, started, typer.echo):
         raise typer.Exit(1)
 
 

@@ -21,10 +21,10 @@ from omegaconf import OmegaConf
 
 from attnlab.config import EvalConfig
 from attnlab.evaluation import explore
+from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.report import build_report
 from attnlab.report.explorer import script_json
 from attnlab.runs.rundir import RunDir
-from attnlab.tasks.evaluate import evaluate_run
 
 EVAL = "synthetic-greedy"
 DATA = re.compile(r'<script type="application/json" id="explorer-data">(.*?)</script>', re.S)

@@ -48,7 +48,7 @@ def test_default_cpu_run_has_no_autocast(tmp_path):
 
 
 def test_bf16_on_cpu_trains_validates_and_evaluates_under_autocast(tmp_path):
-    from attnlab.tasks.evaluate import evaluate_run
+    from attnlab.evaluation.evaluate import evaluate_run
 
     cfg = compose([*TINY, "model=attention", "train.bf16=true", "train.steps=4"])
     trainer = Trainer(cfg, RunDir(tmp_path / "run"))

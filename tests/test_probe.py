@@ -33,9 +33,9 @@ from attnlab.evaluation.interventions import (
     spearman,
     summary_table,
 )
+from attnlab.evaluation.probe import occlusion_table, saliency_table, swap_table
 from attnlab.models.base import Decoded, Reader
 from attnlab.runs.probedir import ProbeDir
-from attnlab.tasks.probe import occlusion_table, saliency_table, swap_table
 
 STRIDE = 4
 

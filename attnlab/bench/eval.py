@@ -26,12 +26,12 @@ def run(
 ) -> dict[str, Any]:
     from attnlab.config import seen_lengths
     from attnlab.data.strips import StripSynth, fixed_set
+    from attnlab.evaluation.evaluate import default_lengths
     from attnlab.evaluation.inference import read_strips
     from attnlab.evaluation.metrics import quick_scores
     from attnlab.models import registry
     from attnlab.runs import checkpoint
     from attnlab.runtime import bf16_autocast
-    from attnlab.tasks.evaluate import default_lengths
 
     dev = torch.device(device)
     if run_dir is not None:
@@ -107,7 +107,7 @@ def full_evaluate_run(ckpt_path: Path, device: str, n: int) -> float:
     import shutil
 
     from attnlab.config import EvalConfig
-    from attnlab.tasks.evaluate import evaluate_run
+    from attnlab.evaluation.evaluate import evaluate_run
 
     with tempfile.TemporaryDirectory(prefix="attnlab_bench_eval_") as tmp:
         copy = Path(tmp) / "checkpoints" / "best.pt"

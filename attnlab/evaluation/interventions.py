@@ -10,7 +10,7 @@ Three questions about a reader that read a strip correctly (so output step ``t``
   blur, paper, contrast and noise; ``rerender``): does the reading change at that step only?
 - saliency: does the attention rank the columns as a gradient-times-input saliency does?
 
-Everything here is a function of tensors, arrays and tables; ``attnlab.tasks.probe`` batches,
+Everything here is a function of tensors, arrays and tables; ``attnlab.evaluation.probe`` batches,
 reads and writes. ``PROBE_METRICS`` declares the numbers of a probe's summary.csv once, for
 the probe and for the report.
 """

@@ -1,4 +1,4 @@
-"""A probe of a run: ``probe/<name>/`` (attnlab.tasks.probe) with its CSV tables, example
+"""A probe of a run: ``probe/<name>/`` (attnlab.evaluation.probe) with its CSV tables, example
 figure and ``probe.json``, written last. Every name of it is spelled here."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ fails leaves ``status.json`` saying why; ``summarize`` reads those after the swe
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, reports_user_errors
+from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
 from attnlab.runtime import local_jobs
-from attnlab.tasks.evaluate import evaluate_run
 from attnlab.tasks.train import hydra_run_dir
 from attnlab.training.session import record_objective, train, validation_objective
 
@@ -105,3 +106,41 @@ def job_logs(job: Path, sweep_dir: Path) -> list[Path]:
         return logs
     folder = sweep_dir / ".submitit" / str(job_id)
     return logs + sorted(p for p in folder.glob("*") if p.suffix in (".out", ".err"))
+
+
+def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = print) -> bool:
+    """After ``attnlab sweep lengths ARGS``: each sweep written since ``started``, which of
+    its jobs failed and where their logs are, and its variants; True if any job failed."""
+
+    if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
+        return False
+    root = next((Path(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")), None)
+    root = root or Path("multirun")
+    # Hydra's basic sweeper writes multirun.yaml; the Optuna sweeper its optimization results
+    markers = ("multirun.yaml", "optimization_results.yaml")
+    sweeps = [
+        p.parent
+        for marker in markers
+        for p in root.glob(f"**/{marker}")
+        if p.stat().st_mtime >= started - 1
+    ]
+    if any(root.joinpath(m).exists() for m in markers) and root not in sweeps:
+        sweeps.append(root)
+    bad = False
+    for sweep in sorted(set(sweeps)):
+        done, failed = summarize(sweep)
+        echo(f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete")
+        for job, reason in failed:
+            logs = [str(p) for p in job_logs(job, sweep)]
+            echo(f"  FAILED {job}: {reason}\n    logs: {', '.join(logs) or job}")
+        bad = bad or bool(failed)
+        if done:
+            from attnlab.report import discover_runs
+            from attnlab.report.variants import summary_lines
+
+            lines = summary_lines(discover_runs([sweep]))
+            echo("variants (each its own line in the report):")
+            for line in lines:
+                echo(line)
+            echo(f"next: attnlab report {sweep}")
+    return bad

@@ -22,8 +22,6 @@ from omegaconf import DictConfig
 from attnlab.config import check_experiment, lengths_label, plain_config, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError
-from attnlab.evaluation.inference import read_strips
-from attnlab.evaluation.metrics import quick_scores
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
@@ -32,6 +30,12 @@ from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
+from attnlab.training.validation import (
+    log_validation,
+    validate,
+    write_attention_images,
+    write_validation,
+)
 
 log = logging.getLogger("attnlab.train")
 
@@ -264,52 +268,18 @@ class Trainer:
         return loss
 
     def validate(self) -> dict[str, Any]:
-        by_length = {}
-        shown = []
-        for n, strips in self.val_sets.items():
-            r = read_strips(
-                self.model, strips, self.device, 512, keep_weights=False, bf16=self.autocast
-            )
-            exact, cer = quick_scores(strips.labels, r.texts)
-            by_length[str(n)] = {"exact_acc": exact, "cer": cer}
-            if n == max(self.val_sets):
-                shown = [
-                    (strips.labels[i], r.texts[i], float(r.confidence[i]))
-                    for i in range(min(self.cfg.train.examples_shown, len(strips)))
-                ]
-        exact = sum(v["exact_acc"] for v in by_length.values()) / len(by_length)
-        cer = sum(v["cer"] for v in by_length.values()) / len(by_length)
-        val = {"exact_acc": exact, "cer": cer, "by_length": by_length}
-        worst = min(by_length.items(), key=lambda kv: kv[1]["exact_acc"])
-        log.info(
-            "step %d validation: exact %.2f%%  CER %.2f%%  (worst: length %s at %.1f%%)",
-            self.step, 100 * exact, 100 * cer, worst[0], 100 * worst[1]["exact_acc"],
-        )  # fmt: skip
-        log.info("  truth | reading | confidence")
-        for truth, reading, conf in shown:
-            mark = "" if truth == reading else "   <- wrong"
-            log.info("  %s | %s | %.3f%s", truth, reading or "(empty)", conf, mark)
+        """Read every validation set; log, and write to TensorBoard, what it read."""
+        val, shown = validate(self.model, self.val_sets, self.device, self.autocast,
+                              self.cfg.train.examples_shown)  # fmt: skip
+        log_validation(self.step, val, shown)
         if self.writer is not None:
-            self.writer.add_scalar("val/exact_acc", exact, self.step)
-            self.writer.add_scalar("val/cer", cer, self.step)
-            for n, v in by_length.items():
-                self.writer.add_scalar(f"val_exact_acc/len{int(n):02d}", v["exact_acc"], self.step)
-                self.writer.add_scalar(f"val_cer/len{int(n):02d}", v["cer"], self.step)
-            self.log_attention_images()
+            write_validation(self.writer, self.step, val)
+        if self.writer is not None and self.cfg.train.maps_logged:
+            top = self.val_sets[max(self.val_sets)]
+            kept = top.select(list(range(min(self.cfg.train.maps_logged, len(top)))))
+            write_attention_images(self.writer, self.step, self.model, kept, self.device,
+                                   self.autocast)  # fmt: skip
         return val
-
-    def log_attention_images(self) -> None:
-        """Weights of a few validation strips as TensorBoard images, when the reader has them."""
-        if not self.cfg.train.maps_logged:
-            return
-        top = self.val_sets[max(self.val_sets)]
-        strips = top.select(range(min(self.cfg.train.maps_logged, len(top))))
-        r = read_strips(self.model, strips, self.device, 64, bf16=self.autocast)
-        for i, w in enumerate(r.weights or []):
-            img = torch.from_numpy(w).float()
-            img = img / img.amax().clamp(min=1e-6)
-            img = img.repeat_interleave(8, 0).repeat_interleave(4, 1)[None]  # (1, S*8, T*4)
-            self.writer.add_image(f"attention/{i}_{strips.labels[i]}", img, self.step)
 
     def checkpoint_now(self, started: float) -> None:
         self.train_seconds += time.time() - started

@@ -1,0 +1,377 @@
+"""``attnlab eval``: readings -> per-length metrics, tables and attention maps.
+
+``evaluate_run`` reads a trained run's fixed test sets (or a user folder) through
+``attnlab.evaluation.inference.read_strips`` and writes ``eval/<name>/metrics_by_length.csv`` and
+``.md``, attention maps when the reader has weights, and ``eval.json`` last. The folder is
+built under a hidden temporary name and renamed into place, so an evaluation that dies
+leaves no partial ``eval/<name>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from rapidfuzz.distance import Levenshtein
+
+from attnlab.config import EvalConfig, RunTaskConfig, seen_lengths, span
+from attnlab.data.folder import LABELS, warn_stderr
+from attnlab.data.source_train import held_out_strips, load_labelled
+from attnlab.data.strips import StripBatch, StripSynth, fixed_set
+from attnlab.errors import UserError
+from attnlab.evaluation import explore, metrics
+from attnlab.evaluation.analysis import threshold_rows
+from attnlab.evaluation.figures import maps
+from attnlab.evaluation.figures.diagnostics import (
+    draw_pace,
+    draw_reliability,
+    draw_stops,
+    pace_tracks,
+)
+from attnlab.evaluation.inference import read_strips
+from attnlab.evaluation.records import confident_failures, readings_table, records_for
+from attnlab.models import registry
+from attnlab.runs import checkpoint
+from attnlab.runs.io import atomic_dir, atomic_write, write_text
+from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
+from attnlab.runtime import bf16_autocast
+
+log = logging.getLogger(__name__)
+registry.discover()
+
+
+def eval_lengths(seen: list[int]) -> list[int]:
+    """What ``attnlab eval`` reads when eval.lengths is unset: 1 to twice the top seen."""
+    return list(range(1, 2 * max(seen) + 1))
+
+
+def default_map_lengths(seen: list[int], lengths: list[int]) -> list[int]:
+    """A few seen and unseen lengths: the middle and top of the seen range, then beyond."""
+    top = max(seen)
+    wanted = [seen[len(seen) // 2], top, top + 2, top + top // 2, 2 * top]
+    return sorted({n for n in wanted if n in lengths})
+
+
+def evaluate_run(
+    run: Path | str,
+    cfg: EvalConfig,
+    which: str = "best",
+    device: str = "auto",
+    say=print,
+) -> Path:
+    """Evaluate a run (or checkpoint): tables, maps and eval.json under ``eval/<name>``.
+
+    The run directory is locked meanwhile; eval.json is written last, so an evaluation
+    without it is partial, and it records the checkpoint step that was read.
+    """
+    EvalConfig.check(cfg)
+    RunTaskConfig.check_run(which, device)
+    with checkpoint.held(run, which, "eval") as ckpt_path:
+        return _evaluate(ckpt_path, cfg, device, say)
+
+
+def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
+    got = checkpoint.restore(ckpt_path, device)
+    ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
+    seen = seen_lengths(exp.data)
+    decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
+
+    split = ckpt.data_split  # a run trained on labelled strips (data=folder)
+    digest = None
+    if cfg.folder or split is not None:
+        if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
+            strips, files = load_labelled(
+                cfg.folder, exp.data.height, warn_stderr, cfg.crop, exp.data.charset,
+                allow_outside=cfg.allow_outside,
+            )  # fmt: skip
+            digest = folder_digest(Path(cfg.folder))
+        else:  # by default: the strips it held out, never trained on
+            strips, files = held_out_strips(exp.data, split, warn_stderr)
+        source = "folder"
+        name = cfg.name or (
+            f"folder-{Path(cfg.folder).resolve().name}-{digest}-{decoding}"
+            if cfg.folder
+            else f"held-out-{decoding}"
+        )
+        sets = {
+            n: (strips.select(idx), [files[i] for i in idx])
+            for n, idx in _by_length(strips).items()
+        }
+    else:
+        source, digest = "synthetic", None
+        name = cfg.name or f"synthetic-{decoding}"
+        lengths = eval_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
+        synth = StripSynth(exp.data)
+        sets = {
+            n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
+            for n in lengths
+        }
+    target = checkpoint.output_root(ckpt_path, EVAL) / name
+    refuse_other_data(EvalDir(target), cfg.folder, digest)
+    final = atomic_dir(
+        target,
+        lambda work: _write_evaluation(
+            EvalDir(work),
+            reader,
+            dev,
+            ckpt,
+            ckpt_path,
+            sets,
+            cfg,
+            seen,
+            source,
+            name,
+            say,
+            digest,
+            bf16=bf16_autocast(exp.train.bf16, dev),  # the autocast the run trained under
+        ),
+    )
+    say(f"evaluation written to {final}")
+    return final
+
+
+def folder_digest(folder: Path) -> str:
+    """8 hex digits naming a folder's data: its resolved path and its labels.csv, so that two
+    folders of one name (a/strips, b/strips) or a folder relabelled get evaluations of their
+    own instead of replacing each other's."""
+    import hashlib
+
+    h = hashlib.sha256(str(folder.resolve()).encode("utf-8", "surrogateescape") + b"\0")
+    labels = folder / LABELS if folder.is_dir() else folder  # a list file is its labels
+    h.update(labels.read_bytes() if labels.is_file() else b"")
+    return h.hexdigest()[:8]
+
+
+def refuse_other_data(target: EvalDir, folder: str | None, digest: str | None) -> None:
+    """An evaluation that exists under this name but read other data is not replaced."""
+    if not target.meta_file.is_file():
+        return
+    try:
+        meta = target.read_meta()
+    except RunFileError:
+        return  # unreadable: the report lists it; a new evaluation replaces it whole
+    theirs = (meta.source, meta.extra.get("data_digest"))
+    ours = ("folder" if folder else "synthetic", digest)
+    if theirs[0] != ours[0] or (ours[1] is not None and theirs[1] != ours[1]):
+        what = f"folder {meta.folder}" if meta.folder else f"{meta.source} strips"
+        raise UserError(
+            f"eval/{target.name} exists and read {what}, not this data: choose another "
+            f"eval.name (or remove {target.path})"
+        )
+
+
+def _write_evaluation(
+    out: EvalDir,
+    reader,
+    dev,
+    ckpt,
+    ckpt_path,
+    sets,
+    cfg,
+    seen,
+    source,
+    name,
+    say,
+    digest=None,
+    bf16=False,
+) -> None:
+    """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
+    stride = reader.encoder.stride
+    decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
+
+    frames, readings_by_length = [], {}
+    for n, (strips, sources) in sets.items():
+        r = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam, bf16=bf16)
+        oracle = None
+        if cfg.oracle_length:
+            oracle = read_strips(
+                reader, strips, dev, cfg.batch_size, cfg.beam, oracle=True, bf16=bf16
+            )
+        readings_by_length[n] = (strips, r)
+        frames.append(records_for(strips, r, stride, sources, source == "synthetic", oracle=oracle))
+    records = pd.concat(frames, ignore_index=True)
+    table = metrics.per_length_table(
+        records, seen, n_boot=cfg.n_boot, seed=0, ece_bins=cfg.ece_bins
+    )
+
+    title = f"{reader.name} reader, {source} strips, {decoding} ({ckpt_path})"
+    write_text(out.table_md, metrics.table_markdown(table, title) + "\n")
+    atomic_write(out.table_csv, lambda p: table.to_csv(p, index=False))
+    atomic_write(out.readings, lambda p: readings_table(records).to_csv(p, index=False))
+    thresholds = pd.DataFrame(
+        threshold_rows(records["confidence"], records["correct"], tuple(cfg.thresholds))
+    )
+    atomic_write(out.thresholds, lambda p: thresholds.to_csv(p, index=False))
+    say(metrics.table_markdown(table, title))
+    say(_thresholds_text(thresholds))
+    say(f"most confident failures (of {int((~records['correct']).sum())}):")
+    for line in confident_failures(records, cfg.failures_shown):
+        say(f"  {line}")
+
+    if cfg.explore_n > 0:  # the report explorer's strips (explore.json)
+        kept = explore.sample(
+            reader, dev, sets, readings_by_length, cfg.explore_n, stride, source == "synthetic"
+        )
+        explore.write(out.explore, kept)
+
+    seen_set = set(seen)
+    draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)
+    draw_stops(out.stops, records, seen_set)
+    has_weights = any(r.weights is not None for _, r in readings_by_length.values())
+    if has_weights:
+        map_lengths = (
+            default_map_lengths(seen, list(sets)) if cfg.map_lengths is None else cfg.map_lengths
+        )
+        for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
+            say(line)
+        drawn = draw_head_maps(out, reader, dev, readings_by_length, map_lengths, cfg.head_maps)
+        if drawn:
+            say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
+        maps.draw_attention_summary(out.attention_summary, table, seen)
+        paces = {
+            n: pace_tracks(r.texts, strips.labels, r.weights)
+            for n, (strips, r) in readings_by_length.items()
+            if n in _pace_lengths(seen, list(sets))
+        }
+        draw_pace(out.pace, paces, seen_set, reader.name)
+    else:
+        say(f"{reader.name} reader: it has no attention weights, so no attention maps are drawn")
+
+    out.write_meta(
+        EvalMeta(
+            name=name,
+            source=source,
+            folder=str(cfg.folder) if cfg.folder else (ckpt.data_split or {}).get("path"),
+            decoding=decoding,
+            reader=reader.name,
+            seen_lengths=seen,
+            lengths=sorted(sets),
+            n_per_length=None if source == "folder" else cfg.n,
+            checkpoint=str(ckpt_path),
+            step=int(ckpt.step),
+            extra={
+                "oracle_length": bool(cfg.oracle_length),
+                "ece_bins": cfg.ece_bins,
+                **({"crop": bool(cfg.crop)} if source == "folder" else {}),
+                **({"data_digest": digest} if digest else {}),
+                # what the report checks before it pairs two evaluations strip by strip
+                STRIP_PRINTS: {str(n): strips_digest(strips) for n, (strips, _) in sets.items()},
+            },
+        )
+    )
+
+
+def strips_digest(strips: StripBatch) -> str:
+    """A fingerprint of a set of strips: pixels, widths and labels (sha256, 16 hex digits).
+    Two evaluations with equal fingerprints at a length read the very same strips there."""
+    h = hashlib.sha256()
+    h.update(strips.images.contiguous().numpy().tobytes())
+    h.update(strips.widths.numpy().tobytes())
+    h.update("\n".join(strips.labels).encode())
+    return h.hexdigest()[:16]
+
+
+def _pace_lengths(seen: list[int], lengths: list[int]) -> list[int]:
+    """The pace figure's lengths: the longest seen one and the longest unseen one."""
+    unseen = [n for n in lengths if n not in seen]
+    top_seen = [n for n in lengths if n in seen]
+    return ([max(top_seen)] if top_seen else []) + ([max(unseen)] if unseen else [])
+
+
+def _thresholds_text(rows: pd.DataFrame) -> str:
+    parts = [
+        f">= {r.threshold:g}: keeps {100 * r.kept:.1f}%, "
+        + ("exact n/a" if pd.isna(r.exact_acc_kept) else f"exact {100 * r.exact_acc_kept:.1f}%")
+        for r in rows.itertuples(index=False)
+    ]
+    return "rejecting low confidence: " + "; ".join(parts)
+
+
+def draw_maps(
+    out: EvalDir, readings_by_length, lengths: list[int], k: int, stride: int
+) -> list[str]:
+    """k correct readings and k failures per length; returns lines saying what was drawn."""
+    lines = []
+    for n in lengths:
+        if n not in readings_by_length:
+            lines.append(f"maps: length {n} was not evaluated, skipped")
+            continue
+        strips, r = readings_by_length[n]
+        for kind, chosen in map_picks(strips, r, k):
+            for j, i in enumerate(chosen):
+                truth, reading = strips.labels[i], r.texts[i]
+                maps.draw_attention_map(
+                    out.map_path(n, kind, j),
+                    strips.images[i, :, : int(strips.widths[i])].numpy(),
+                    r.weights[i],
+                    stride,
+                    truth,
+                    reading,
+                    float(r.confidence[i]),
+                    strips.spans[i, : len(truth)].numpy(),
+                    Levenshtein.distance(truth, reading) / max(1, len(truth)),
+                )
+            if len(chosen) < k:
+                lines.append(
+                    f"maps: length {n}: only {len(chosen)} {kind} reading(s) of {len(strips)} "
+                    f"(fewer than k={k})"
+                )
+    return lines
+
+
+def map_picks(strips: StripBatch, r, k: int) -> list[tuple[str, list[int]]]:
+    """The strips a length's maps show: the first k correct readings and the first k
+    failures, as ("correct" | "failure", strip indices)."""
+    exact = r.exact(strips.labels)
+    return [
+        ("correct", np.flatnonzero(exact)[:k].tolist()),
+        ("failure", np.flatnonzero(~exact)[:k].tolist()),
+    ]
+
+
+def draw_head_maps(out: EvalDir, reader, dev, readings_by_length, lengths, k: int) -> int:
+    """Per-head maps of the first k correct readings and k failures of each map length, for
+    a reader with several attention heads (``Reader.head_weights``); returns how many."""
+    drawn = 0
+    for n in lengths:
+        if n not in readings_by_length or k == 0:
+            continue
+        strips, r = readings_by_length[n]
+        for kind, chosen in map_picks(strips, r, k):
+            if not chosen:
+                continue
+            sub = strips.select(chosen)
+            texts = [r.texts[i] for i in chosen]
+            with torch.no_grad():
+                heads = reader.head_weights(sub.images.to(dev), sub.widths.to(dev), texts)
+            if heads is None:
+                return drawn
+            for j, i in enumerate(chosen):
+                cols = int(r.weights[i].shape[-1])
+                maps.draw_head_maps(
+                    out.head_map_path(n, kind, j),
+                    strips.images[i, :, : int(strips.widths[i])].numpy(),
+                    {name: w[j, :, :cols].float().cpu().numpy() for name, w in heads.items()},
+                    reader.encoder.stride,
+                    strips.labels[i],
+                    r.texts[i],
+                    strips.spans[i, : len(strips.labels[i])].numpy(),
+                )
+                drawn += 1
+    return drawn
+
+
+def _by_length(strips: StripBatch) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, label in enumerate(strips.labels):
+        groups.setdefault(len(label), []).append(i)
+    return dict(sorted(groups.items()))
+
+
+def _range(pair) -> list[int]:
+    lo, hi = span(pair, "eval.lengths")
+    return list(range(lo, hi + 1))

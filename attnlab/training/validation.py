@@ -1,0 +1,72 @@
+"""Validation during training: the fixed validation sets read, scored per length, logged as
+"truth | reading | confidence" rows, and written to TensorBoard with a few attention maps."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from attnlab.data.strips import StripBatch
+from attnlab.evaluation.inference import read_strips
+from attnlab.evaluation.metrics import quick_scores
+
+log = logging.getLogger("attnlab.train")
+
+Shown = list[tuple[str, str, float]]  # truth, reading, confidence
+
+
+def validate(
+    model: Any, val_sets: dict[int, StripBatch], device: torch.device, bf16: bool, shown_n: int
+) -> tuple[dict[str, Any], Shown]:
+    """Exact accuracy and CER per length and their means over lengths; and the first
+    ``shown_n`` readings of the longest length."""
+    by_length, shown = {}, []
+    for n, strips in val_sets.items():
+        r = read_strips(model, strips, device, 512, keep_weights=False, bf16=bf16)
+        exact, cer = quick_scores(strips.labels, r.texts)
+        by_length[str(n)] = {"exact_acc": exact, "cer": cer}
+        if n == max(val_sets):
+            shown = [
+                (strips.labels[i], r.texts[i], float(r.confidence[i]))
+                for i in range(min(shown_n, len(strips)))
+            ]
+    exact = sum(v["exact_acc"] for v in by_length.values()) / len(by_length)
+    cer = sum(v["cer"] for v in by_length.values()) / len(by_length)
+    return {"exact_acc": exact, "cer": cer, "by_length": by_length}, shown
+
+
+def log_validation(step: int, val: dict[str, Any], shown: Shown) -> None:
+    by_length = val["by_length"]
+    worst = min(by_length.items(), key=lambda kv: kv[1]["exact_acc"])
+    log.info(
+        "step %d validation: exact %.2f%%  CER %.2f%%  (worst: length %s at %.1f%%)",
+        step, 100 * val["exact_acc"], 100 * val["cer"], worst[0], 100 * worst[1]["exact_acc"],
+    )  # fmt: skip
+    log.info("  truth | reading | confidence")
+    for truth, reading, conf in shown:
+        mark = "" if truth == reading else "   <- wrong"
+        log.info("  %s | %s | %.3f%s", truth, reading or "(empty)", conf, mark)
+
+
+def write_validation(writer: Any, step: int, val: dict[str, Any]) -> None:
+    writer.add_scalar("val/exact_acc", val["exact_acc"], step)
+    writer.add_scalar("val/cer", val["cer"], step)
+    for n, v in val["by_length"].items():
+        writer.add_scalar(f"val_exact_acc/len{int(n):02d}", v["exact_acc"], step)
+        writer.add_scalar(f"val_cer/len{int(n):02d}", v["cer"], step)
+
+
+def write_attention_images(
+    writer: Any, step: int, model: Any, strips: StripBatch, device: torch.device, bf16: bool
+) -> None:
+    """Weights of a few validation strips as TensorBoard images, when the reader has them."""
+    if not len(strips):
+        return
+    r = read_strips(model, strips, device, 64, bf16=bf16)
+    for i, w in enumerate(r.weights or []):
+        img = torch.from_numpy(w).float()
+        img = img / img.amax().clamp(min=1e-6)
+        img = img.repeat_interleave(8, 0).repeat_interleave(4, 1)[None]  # (1, S*8, T*4)
+        writer.add_image(f"attention/{i}_{strips.labels[i]}", img, step)
