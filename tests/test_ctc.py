@@ -12,17 +12,8 @@ import torch
 from readers_util import strips, tiny_reader
 
 from attnlab.errors import UserError
-from attnlab.models.ctc_loss import ctc_nll
-from attnlab.models.readers.ctc import (
-    BLANK,
-    CLASSES,
-    collapse,
-    decode,
-    digit_probs_of,
-    forced_align,
-    label_targets,
-    oracle_path,
-)
+from attnlab.models.ctc_loss import BLANK, CLASSES, ctc_nll, label_targets
+from attnlab.models.readers.ctc import collapse, decode, digit_probs_of, forced_align, oracle_path
 
 B = BLANK
 
