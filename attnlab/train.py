@@ -432,11 +432,12 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     try:
         check_experiment(cfg)  # value checks first: a refusal here writes nothing
     except Exception as err:
-        if _is_multirun():  # one job of many: its log and the sweep summary say why
+        fresh = not run.status_file.exists()
+        if _is_multirun() or not fresh:  # a fresh single run: the CLI says why, on stderr
             log.error("refused: %s", one_line(err))
-            if not run.status_file.exists():
-                write_hydra_files(run, cfg)
-                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
+        if _is_multirun() and fresh:  # the sweep summary lists it
+            write_hydra_files(run, cfg)
+            _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
         raise
     lock = run.lock("train")
     was_there = {lock.path, *_job_logs(run)}
