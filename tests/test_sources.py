@@ -221,6 +221,19 @@ def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path,
         )
 
 
+def test_a_charset_no_font_has_trains_on_labelled_strips_alone(tmp_path, attnlab_cli, fifty):
+    # data.mix=0 draws no synthetic strip: the generator's fonts need not have the charset.
+    charset = "data.charset='0123456789\U000f0001'"
+    args = [*TINY, "data=folder", f"data.path={fifty['folder']}", charset, "train.steps=2"]
+    run = tmp_path / "alone"
+    res = attnlab_cli("train", *args, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (run / "checkpoints" / "last.pt").is_file()
+    # With synthetic strips in the batches (data.mix), it is refused before anything.
+    err = _refused(attnlab_cli, tmp_path, fifty["folder"], charset, "data.mix=0.25")
+    assert "U+F0001" in err
+
+
 def test_export_as_lmdb_reads_back_as_the_folder_export(tmp_path, attnlab_cli):
     for fmt in ("folder", "lmdb"):
         res = attnlab_cli(

@@ -22,7 +22,7 @@ import torch
 
 from attnlab.config import DataConfig
 from attnlab.data.augment import jpeg, shading, vary_strips
-from attnlab.data.glyphs import glyph_bank
+from attnlab.data.glyphs import GlyphBank, glyph_bank
 from attnlab.data.ranges import randint, uniform
 from attnlab.errors import UserError
 
@@ -94,10 +94,17 @@ class StripSynth:
     def __init__(self, data: DataConfig):
         self.data = data
         self.charset = str(data.charset)
-        self.bank = glyph_bank(data)
         lo, hi = data.gap
         if lo > hi or data.margin[0] > data.margin[1] or data.margin[0] < 0:
             raise UserError("data.gap and data.margin must be [low, high] with low <= high")
+        if data.source != "folder" or data.mix > 0:  # a run that draws strips: build it now
+            _ = self.bank  # (a charset character no font has is refused before anything)
+
+    @functools.cached_property
+    def bank(self) -> GlyphBank:
+        """The glyph bank, built on first use: a run on labelled strips alone (data=folder,
+        data.mix=0) never draws one, so its charset may hold characters no font has."""
+        return glyph_bank(self.data)
 
     def random_strings(self, lengths: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """(B,) lengths -> (B, L) character ids drawn uniformly from the charset, -1 past
