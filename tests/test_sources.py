@@ -213,7 +213,7 @@ def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path,
         if key not in fresh:
             assert torch.equal(value, before[key]), key
     assert after["out.weight"].shape[0] == before["out.weight"].shape[0] + 2
-    assert tuned.payload()["init_from"]["path"] == str((src / "checkpoints" / "best.pt").resolve())
+    assert tuned.checkpoint().init_from["path"] == str((src / "checkpoints" / "best.pt").resolve())
 
     with pytest.raises(UserError, match=r"model\.hidden=8 but the source run's is 16"):
         Trainer(
