@@ -35,9 +35,9 @@ def bf16_autocast(bf16: bool | None, device: torch.device) -> bool:
     return device.type == "cpu" or (device.type == "cuda" and torch.cuda.is_bf16_supported())
 
 
-def autocast(device: torch.device, enabled: bool) -> torch.autocast:
+def autocast(device: torch.device | str, enabled: bool) -> torch.autocast:
     """bf16 autocast on the device's own type (a no-op when not ``enabled``)."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=enabled)
 
 
 # Memory one training job may take at its peak (a default run peaks below 1 GiB, most of it

@@ -12,17 +12,8 @@ import torch
 from readers_util import strips, tiny_reader
 
 from attnlab.errors import UserError
-from attnlab.models.ctc_loss import ctc_nll
-from attnlab.models.readers.ctc import (
-    BLANK,
-    CLASSES,
-    collapse,
-    decode,
-    digit_probs_of,
-    forced_align,
-    label_targets,
-    oracle_path,
-)
+from attnlab.models.ctc_loss import BLANK, CLASSES, ctc_nll, label_targets
+from attnlab.models.readers.ctc import collapse, digit_probs_of, forced_align, oracle_path, search
 
 B = BLANK
 
@@ -70,7 +61,7 @@ def random_case():
 
 def test_best_path_collapses_repeats_and_drops_blanks():
     logp, cols = peaked([1, 1, B, 1, 2], [B, 3, 3, B], [7, B, 7, 7, B, B, 0])
-    out = decode(logp, cols)
+    out = search(logp, cols)
     assert out.texts == ["112", "3", "770"]
     assert torch.all(out.confidence > 0.9 ** cols.float())  # more paths than the best one
     assert torch.allclose(out.score, out.confidence.log() / torch.tensor([4.0, 2.0, 4.0]))
@@ -85,7 +76,7 @@ def test_prefix_beam_finds_a_reading_more_probable_than_the_best_path():
     probs = torch.full((1, 2, CLASSES), 1e-9)
     probs[..., B], probs[..., 1], probs[..., 2] = 0.45, 0.35, 0.2
     logp, cols = probs.log(), torch.tensor([2])
-    greedy, beam = decode(logp, cols), decode(logp, cols, beam=3)
+    greedy, beam = search(logp, cols), search(logp, cols, beam=3)
     assert greedy.texts == [""] and math.isclose(float(greedy.confidence), 0.2025, rel_tol=1e-4)
     assert beam.texts == ["1"] and math.isclose(float(beam.confidence), 0.4375, rel_tol=1e-4)
     assert float(beam.score) >= float(greedy.score)
@@ -96,16 +87,16 @@ def test_confidence_is_the_exact_total_probability_and_beam_never_scores_below_g
 ):
     logp, paths = random_case
     cols = torch.tensor([4])
-    greedy = decode(logp, cols)
+    greedy = search(logp, cols)
     total = math.exp(torch.tensor(paths[greedy.texts[0]]).logsumexp(0))
     assert math.isclose(float(greedy.confidence), total, rel_tol=1e-4)
     for width in (2, 5):
-        out = decode(logp, cols, beam=width)
+        out = search(logp, cols, beam=width)
         total = math.exp(torch.tensor(paths[out.texts[0]]).logsumexp(0))
         assert math.isclose(float(out.confidence), total, rel_tol=1e-4)
         assert float(out.score) >= float(greedy.score) - 1e-6
     best = max(paths, key=lambda s: float(torch.tensor(paths[s]).logsumexp(0)) / (len(s) + 1))
-    assert decode(logp, cols, beam=8).texts == [best]
+    assert search(logp, cols, beam=8).texts == [best]
 
 
 def test_oracle_path_emits_exactly_l_digits_and_matches_brute_force(random_case):
@@ -118,13 +109,13 @@ def test_oracle_path_emits_exactly_l_digits_and_matches_brute_force(random_case)
         assert math.isclose(float(score), want, rel_tol=1e-5)
         assert math.isclose(float(logp[0].gather(1, path[0, :, None]).sum()), want, rel_tol=1e-5)
         for beam in (1, 3):
-            out = decode(logp, torch.tensor([4]), beam=beam, lengths=torch.tensor([length]))
+            out = search(logp, torch.tensor([4]), beam=beam, lengths=torch.tensor([length]))
             assert len(out.texts[0]) == length
 
 
 def test_oracle_length_on_a_strip_too_short_reads_what_it_can():
     logp, cols = peaked([1, B, 2], [3, 4, 5, B, B])
-    out = decode(logp, cols, lengths=torch.tensor([5, 2]))
+    out = search(logp, cols, lengths=torch.tensor([5, 2]))
     assert [len(t) for t in out.texts] == [3, 2]  # 3 columns hold at most 3 digits
 
 
@@ -157,7 +148,7 @@ def test_a_label_its_strip_cannot_hold_is_refused_in_one_line_naming_the_stride(
 def test_weights_rows_sum_to_one_over_real_columns_and_are_zero_elsewhere(beam, oracle):
     logp, cols = peaked([B, 4, 4, B, 2, B, B], [5, B, 6], [9, B, B, B, 9, 9])
     lengths = torch.tensor([2, 2, 2]) if oracle else None
-    out = decode(logp, cols, beam=beam, lengths=lengths)
+    out = search(logp, cols, beam=beam, lengths=lengths)
     assert out.texts == ["42", "56", "99"]
     s = out.weights.shape[1]
     for i, text in enumerate(out.texts):

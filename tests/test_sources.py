@@ -91,10 +91,10 @@ def test_held_out_share_is_fixed_and_disjoint_from_training(tmp_path, fifty):
     assert not (tmp_path / "run" / "data_split.json").exists()  # written when training starts
 
 
-def _strip(path, label_width=40, ink=True):
-    im = Image.new("L", (label_width, 32), 255)
+def _strip(path, label_width=40, ink=True, paper=255):
+    im = Image.new("L", (label_width, 32), paper)
     if ink:
-        im.paste(0, (label_width // 4, 8, label_width // 2, 24))
+        im.paste(255 - paper, (label_width // 4, 8, label_width // 2, 24))
     im.save(path)
 
 
@@ -107,9 +107,9 @@ def _refused(attnlab_cli, tmp_path, data, *extra):
     assert res.returncode == 2, res.stderr
     errors = [ln for ln in res.stderr.splitlines() if not ln.startswith("attnlab: warning:")]
     assert len(errors) == 1 and errors[0].startswith("attnlab: error:"), res.stderr
-    # Nothing of a training: no checkpoint, history, events or split file.
-    for name in ("checkpoints", "tb", "history.csv", "data_split.json", "metrics.json"):
-        assert not (run / name).exists(), name
+    # Nothing at all: Hydra makes the run directory, and it stays empty (no train.log, no
+    # .hydra/, no status.json, no lock file, no checkpoint, history, events or split file).
+    assert not run.exists() or sorted(p.name for p in run.iterdir()) == []
     return errors[0]
 
 
@@ -134,6 +134,18 @@ def test_a_missing_image_is_one_line(tmp_path, attnlab_cli):
     rows = [(f"s{i}.png", "12") for i in range(8)] + [(None, "3")]
     err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
     assert "labels.csv:10" in err and "gone.png" in err and "not found" in err
+
+
+def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_cli):
+    # A light-on-dark strip is read with a warning (logged) before the label too long is
+    # refused: the job log that warning opened goes with the refusal.
+    folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
+    _strip(folder / "dark.png", paper=0)
+    _strip(folder / "narrow.png", label_width=4, ink=False)
+    with open(folder / "labels.csv", "a") as f:
+        f.write("dark.png,12\nnarrow.png,123\n")
+    err = _refused(attnlab_cli, tmp_path, folder, f"data.val_path={folder}")
+    assert "1 label(s) too long" in err and "labels.csv:13" in err
 
 
 def test_a_label_too_long_is_refused_or_skipped(tmp_path, attnlab_cli):
@@ -201,12 +213,25 @@ def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path,
         if key not in fresh:
             assert torch.equal(value, before[key]), key
     assert after["out.weight"].shape[0] == before["out.weight"].shape[0] + 2
-    assert tuned.payload()["init_from"]["path"] == str((src / "checkpoints" / "best.pt").resolve())
+    assert tuned.checkpoint().init_from["path"] == str((src / "checkpoints" / "best.pt").resolve())
 
     with pytest.raises(UserError, match=r"model\.hidden=8 but the source run's is 16"):
         Trainer(
             tiny_config("attention", "model.hidden=8", f"init_from={src}"), RunDir(tmp_path / "x")
         )
+
+
+def test_a_charset_no_font_has_trains_on_labelled_strips_alone(tmp_path, attnlab_cli, fifty):
+    # data.mix=0 draws no synthetic strip: the generator's fonts need not have the charset.
+    charset = "data.charset='0123456789\U000f0001'"
+    args = [*TINY, "data=folder", f"data.path={fifty['folder']}", charset, "train.steps=2"]
+    run = tmp_path / "alone"
+    res = attnlab_cli("train", *args, f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (run / "checkpoints" / "last.pt").is_file()
+    # With synthetic strips in the batches (data.mix), it is refused before anything.
+    err = _refused(attnlab_cli, tmp_path, fifty["folder"], charset, "data.mix=0.25")
+    assert "U+F0001" in err
 
 
 def test_export_as_lmdb_reads_back_as_the_folder_export(tmp_path, attnlab_cli):

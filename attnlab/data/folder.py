@@ -36,8 +36,10 @@ DEEP = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}  # 16/32-bit integer or flo
 
 
 def warn_stderr(message: str) -> None:
-    """The default warning: one line on stderr, like the one-line errors."""
-    print(f"attnlab: warning: {message}", file=sys.stderr)
+    """The default warning: one line on stderr, like the one-line errors; written in one
+    call, so that lines warned from the decoding threads (``sources.decode_all``) do not
+    interleave (``print`` writes the newline apart)."""
+    sys.stderr.write(f"attnlab: warning: {message}\n")
 
 
 def full_scale(top: float, is_float: bool) -> float:

@@ -1,8 +1,11 @@
-"""Glyphs: the ten digits of a font (``attnlab.data.fonts``) rendered, the glyph forms some
-typefaces have (marked zeros, footless ones, old-style figures), and the glyph bank every
-strip is drawn from.
+"""Glyphs: the characters of ``data.charset`` (the ten digits by default) rendered in a font
+(``attnlab.data.fonts``), the digit forms some typefaces have (marked zeros, footless ones,
+old-style figures), and the glyph bank every strip is drawn from.
 
-The bank holds every digit of every font, size and stroke in geometric variants (scale,
+A font lacks a character when it draws no ink for it or its placeholder (.notdef, drawn for
+code points no font maps); a rendering (font, size, stroke) enters the bank only if it has
+every character of the charset, and a character that no font has is refused in one line.
+The bank holds every character of every such rendering in geometric variants (scale,
 stretch, shear, rotation, vertical shift) and blur levels, built once per process from a
 fixed seed: it is part of the data definition, the same on every machine (fonts shipped
 inside Python packages: Pillow, matplotlib, ReportLab and the font packages).
@@ -26,30 +29,56 @@ from attnlab.errors import UserError
 DIGITS = "0123456789"
 
 
-def render_digits(source: str, size: int, stroke: int, height: int) -> list[torch.Tensor] | None:
-    """Ten tight-cropped glyphs (height, w) as ink in [0, 1]; None if the font lacks digits."""
+# Code points no font maps: a font draws its placeholder (.notdef: a box, or nothing) for
+# them, as it does for every character it lacks. U+FFFF is a noncharacter; U+F0001 is in
+# Supplementary Private Use Area-A (the BMP's private-use U+E000 is a glyph in Fira Mono).
+NOT_CHARACTERS = "\uffff\U000f0001"
+
+
+def _render(font, ch: str, size: int, stroke: int, height: int) -> torch.Tensor | None:
+    """One character tight-cropped to its ink columns (height, w) in [0, 1]; None: no ink."""
     import numpy as np
     from PIL import Image, ImageDraw
 
-    font = load_font(source, size)
     baseline = round(0.8 * height)
-    glyphs = []
-    for d in DIGITS:
-        canvas = Image.new("L", (3 * size + 4 * stroke + 8, height), 0)
-        ImageDraw.Draw(canvas).text(
-            (4 + stroke, baseline), d, font=font, fill=255, anchor="ls",
-            stroke_width=stroke, stroke_fill=255,
-        )  # fmt: skip
-        ink = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
-        cols = torch.nonzero(ink.sum(0) > 0.05).flatten()
-        if len(cols) == 0:
-            return None
-        glyphs.append(ink[:, int(cols[0]) : int(cols[-1]) + 1])
-    # A font without digits draws the same placeholder box for each of them.
-    first = glyphs[0]
-    if all(g.shape == first.shape and torch.equal(g, first) for g in glyphs[1:]):
+    canvas = Image.new("L", (3 * size + 4 * stroke + 8, height), 0)
+    ImageDraw.Draw(canvas).text(
+        (4 + stroke, baseline), ch, font=font, fill=255, anchor="ls",
+        stroke_width=stroke, stroke_fill=255,
+    )  # fmt: skip
+    ink = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
+    cols = torch.nonzero(ink.sum(0) > 0.05).flatten()
+    if len(cols) == 0:
         return None
+    return ink[:, int(cols[0]) : int(cols[-1]) + 1]
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    return a is not None and b is not None and a.shape == b.shape and torch.equal(a, b)
+
+
+def render_chars(
+    source: str, size: int, stroke: int, height: int, charset: str = DIGITS
+) -> list[torch.Tensor | None]:
+    """Each character of ``charset`` tight-cropped (height, w) as ink in [0, 1], or None
+    where the font lacks it: no ink, or the font's placeholder (what it draws for
+    ``NOT_CHARACTERS``). A font that draws one and the same glyph for every character of
+    the charset lacks them all (a placeholder box of its own)."""
+    font = load_font(source, size)
+    placeholders = [_render(font, c, size, stroke, height) for c in NOT_CHARACTERS]
+    glyphs = [_render(font, c, size, stroke, height) for c in charset]
+    glyphs = [None if any(_same(g, p) for p in placeholders) else g for g in glyphs]
+    drawn = [g for g in glyphs if g is not None]
+    if len(charset) > 1 and len(drawn) == len(charset):
+        if all(_same(g, drawn[0]) for g in drawn[1:]):
+            return [None] * len(charset)
     return glyphs
+
+
+def render_digits(source: str, size: int, stroke: int, height: int) -> list[torch.Tensor] | None:
+    """Ten tight-cropped glyphs (height, w) as ink in [0, 1]; None if the font lacks digits."""
+    glyphs = render_chars(source, size, stroke, height, DIGITS)
+    return None if any(g is None for g in glyphs) else glyphs
 
 
 def mark_zero(glyph: torch.Tensor, how: str) -> torch.Tensor:
@@ -87,12 +116,16 @@ def mark_zero(glyph: torch.Tensor, how: str) -> torch.Tensor:
 _SMALL, _DESCENDING = (0, 1, 2), (3, 4, 5, 7, 9)
 
 
-def oldstyle_figures(glyphs: list[torch.Tensor], baseline: int) -> list[torch.Tensor]:
-    """Ten lining figures (H, w) standing on ``baseline`` -> their old-style forms: small
-    ones shrunk to 70% of the height onto the baseline, descending ones shrunk to 90% and
-    moved down by 30% of the height (clipped at the image's bottom), 6 and 8 unchanged."""
+def oldstyle_figures(
+    glyphs: list[torch.Tensor], baseline: int, charset: str = DIGITS
+) -> list[torch.Tensor]:
+    """The glyphs (H, w) of ``charset`` standing on ``baseline`` -> the digits' old-style
+    forms: small ones shrunk to 70% of the height onto the baseline, descending ones shrunk
+    to 90% and moved down by 30% of the height (clipped at the image's bottom); 6, 8 and
+    every character that is not a digit unchanged."""
     out = []
-    for d, g in enumerate(glyphs):
+    for c, g in zip(charset, glyphs, strict=True):
+        d = DIGITS.index(c) if c in DIGITS else -1
         h, w = g.shape
         rows = torch.nonzero(g.amax(1) > 0.1).flatten()
         if d not in _SMALL + _DESCENDING or len(rows) < 4:
@@ -212,13 +245,14 @@ def _gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class GlyphBank:
-    """Every digit of every font, size and stroke, in geometric variants and blur levels.
+    """Every character of the charset (``data.charset``) in every font, size and stroke
+    that renders all of them, in geometric variants and blur levels.
 
     Stored column-major, (..., Wg, H), so that placing a glyph adds whole columns.
     """
 
-    columns: torch.Tensor  # (R, K, 10, V, Wg, H) uint8 ink, left-aligned on the first ink column
-    widths: torch.Tensor  # (R, K, 10, V) int64 ink width of each glyph
+    columns: torch.Tensor  # (R, K, C, V, Wg, H) uint8 ink, left-aligned on the first ink column
+    widths: torch.Tensor  # (R, K, C, V) int64 ink width of each glyph
     renderings: tuple[str, ...]  # "font@size/stroke" for each of the R renderings
     blur_levels: tuple[float, ...]  # the K blur sigmas
 
@@ -229,7 +263,7 @@ def _bank_key(data: DataConfig) -> tuple:
         data.height, fonts, tuple(data.font_sizes), tuple(data.stroke_widths), data.variants,
         tuple(data.scale), tuple(data.stretch), tuple(data.shear), tuple(data.rotation),
         data.v_offset, tuple(data.blur), float(data.marked_zeros), float(data.oldstyle),
-        float(data.footless_ones), float(data.elastic),
+        float(data.footless_ones), float(data.elastic), str(data.charset),
     )  # fmt: skip
 
 
@@ -244,31 +278,46 @@ _BANK_CHUNK = 256  # glyphs warped and blurred at a time
 @functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
     (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
-     marked, oldstyle, footless, elastic) = key  # fmt: skip
+     marked, oldstyle, footless, elastic, charset) = key  # fmt: skip
     if variants < 1:
         raise UserError(f"data.variants must be >= 1, got {variants}")
     base: list[torch.Tensor] = []
     names: list[str] = []
     zeros = torch.Generator().manual_seed(10)  # which renderings mark their zero, and how
     ones = torch.Generator().manual_seed(11)  # which renderings' ones lose their foot
+    drawn: set[str] = set()  # the characters some rendering has
     for source in fonts:
         for size in sizes:
             px = max(6, round(size * height / 32))
             for stroke in strokes:
-                glyphs = render_digits(source, px, stroke, height)
-                if glyphs is None:
+                chars = render_chars(source, px, stroke, height, charset)
+                drawn.update(c for c, g in zip(charset, chars, strict=True) if g is not None)
+                if any(g is None for g in chars):  # a strip is drawn in one typeface
                     continue
+                glyphs: list[torch.Tensor] = list(chars)
                 u, how, old = torch.rand(3, generator=zeros).tolist()
-                if u < marked:
-                    glyphs[0] = mark_zero(glyphs[0], "dot" if how < 0.5 else "slash")
-                if float(torch.rand(1, generator=ones)) < footless:
-                    glyphs[1] = footless_one(glyphs[1])
+                if u < marked and "0" in charset:
+                    i = charset.index("0")
+                    glyphs[i] = mark_zero(glyphs[i], "dot" if how < 0.5 else "slash")
+                if float(torch.rand(1, generator=ones)) < footless and "1" in charset:
+                    i = charset.index("1")
+                    glyphs[i] = footless_one(glyphs[i])
                 if old < oldstyle:
-                    glyphs = oldstyle_figures(glyphs, round(0.8 * height))
+                    glyphs = oldstyle_figures(glyphs, round(0.8 * height), charset)
                 base.extend(glyphs)
                 names.append(f"{Path(source).stem}@{px}/{stroke}")
+    lacking = [c for c in charset if c not in drawn]
+    if lacking:
+        codes = ", ".join(f"U+{ord(c):04X}" for c in lacking)
+        raise UserError(
+            f"data.charset: no font of data.fonts renders {''.join(lacking)!r} ({codes}); "
+            f"remove it from data.charset or add a font that has it to data.fonts"
+        )
     if not names:
-        raise UserError("data.fonts: none of the fonts renders the ten digits")
+        raise UserError(
+            f"data.fonts: no font renders all of data.charset={charset!r} together (a strip "
+            f"is drawn in one typeface); add a font that has them all to data.fonts"
+        )
     wg = math.ceil(1.5 * max(1.0, stretch[1]) * max(g.shape[1] for g in base)) + 4
     padded = torch.zeros(len(base), height, wg)
     for i, g in enumerate(base):  # centred, so that rotation and shear stay inside
@@ -293,8 +342,9 @@ def _build_bank(key: tuple) -> GlyphBank:
     widths = torch.cat(widths_of)  # (N, K, V)
     w_used = int(widths.max())
     columns = torch.cat([c[..., :w_used, :] for c in columns_of])  # (N, K, V, w_used, H)
-    columns = columns.reshape(r, 10, k, variants, w_used, height).transpose(1, 2)
-    widths = widths.reshape(r, 10, k, variants).transpose(1, 2)
+    c = len(charset)
+    columns = columns.reshape(r, c, k, variants, w_used, height).transpose(1, 2)
+    widths = widths.reshape(r, c, k, variants).transpose(1, 2)
     return GlyphBank(columns.contiguous(), widths.contiguous(), tuple(names), tuple(sigmas))
 
 

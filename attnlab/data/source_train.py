@@ -148,7 +148,9 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
     val_source = _open(d.val_path, "data.val_path", d.charset) if d.val_path else None
     held = [] if val_source else held_out(len(source), d.val_share, d.eval_seed)
     cache = decode_all(source, d.height, d.crop, log.warning)
-    val_cache = decode_all(val_source, d.height, d.crop) if val_source else cache.subset(held)
+    val_cache = (
+        decode_all(val_source, d.height, d.crop, log.warning) if val_source else cache.subset(held)
+    )
     held_set, wanted = set(held), set(seen)
     columns = reader.encoder.column_lengths(cache.widths).tolist()
     train, long, unseen = [], [], 0

@@ -1,6 +1,7 @@
 """Synthetic digit strips: vectorised synthesis from the glyph bank, fixed sets, the stream.
 
-A strip is a grey image of a digit string, fixed height, width growing with the string.
+A strip is a grey image of a string of ``data.charset`` (the ten digits by default), fixed
+height, width growing with the string.
 Pixels are floats in [0, 1] with 1 = white paper and 0 = black ink, as a scan would be.
 Every strip carries its label and the column span [start, end) of every glyph.
 
@@ -21,7 +22,7 @@ import torch
 
 from attnlab.config import DataConfig
 from attnlab.data.augment import jpeg, shading, vary_strips
-from attnlab.data.glyphs import DIGITS, glyph_bank
+from attnlab.data.glyphs import GlyphBank, glyph_bank
 from attnlab.data.ranges import randint, uniform
 from attnlab.errors import UserError
 
@@ -87,31 +88,41 @@ def _noise_windows(height: int, width: int) -> torch.Tensor:
 
 
 class StripSynth:
-    """Renders digit strings into strips with the variation the config asks for."""
+    """Renders strings of ``data.charset`` into strips with the variation the config asks
+    for. A string is held as character ids (``charset[i]``; the digit d for the digits)."""
 
     def __init__(self, data: DataConfig):
         self.data = data
-        self.bank = glyph_bank(data)
+        self.charset = str(data.charset)
         lo, hi = data.gap
         if lo > hi or data.margin[0] > data.margin[1] or data.margin[0] < 0:
             raise UserError("data.gap and data.margin must be [low, high] with low <= high")
+        if data.source != "folder" or data.mix > 0:  # a run that draws strips: build it now
+            _ = self.bank  # (a charset character no font has is refused before anything)
+
+    @functools.cached_property
+    def bank(self) -> GlyphBank:
+        """The glyph bank, built on first use: a run on labelled strips alone (data=folder,
+        data.mix=0) never draws one, so its charset may hold characters no font has."""
+        return glyph_bank(self.data)
 
     def random_strings(self, lengths: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """(B,) lengths -> (B, L) digits with -1 past each length."""
+        """(B,) lengths -> (B, L) character ids drawn uniformly from the charset, -1 past
+        each length."""
         lmax = int(lengths.max())
-        digits = torch.randint(0, 10, (len(lengths), lmax), generator=gen)
+        digits = torch.randint(0, len(self.charset), (len(lengths), lmax), generator=gen)
         return torch.where(torch.arange(lmax)[None] < lengths[:, None], digits, -1)
 
     def sample(
         self, lengths: torch.Tensor, gen: torch.Generator, augment: bool = False
     ) -> StripBatch:
-        """Strips of random digits with the given lengths."""
+        """Strips of random strings of the charset with the given lengths."""
         return self.render(self.random_strings(lengths, gen), gen, augment)
 
     def render(
         self, digits: torch.Tensor, gen: torch.Generator, augment: bool = False
     ) -> StripBatch:
-        """(B, L) digit ids (-1 = none) -> strips. Every random draw is batched.
+        """(B, L) character ids (-1 = none) -> strips. Every random draw is batched.
 
         ``augment``: also the whole-strip variation (``vary_strips``, paper shading, JPEG), which
         the training stream gets and fixed sets (validation, test, probes, exports) do not.
@@ -119,14 +130,14 @@ class StripSynth:
         d = self.data
         bank = self.bank
         b, lmax = digits.shape
-        r, k, _, v, wg, h = bank.columns.shape
+        r, k, c, v, wg, h = bank.columns.shape
         valid = digits >= 0  # (B, L)
         rows = torch.arange(b)
         # One typeface (font, size, stroke) and blur level per strip, a variant per glyph.
         rendering = torch.randint(0, r, (b,), generator=gen)
         level = torch.randint(0, k, (b,), generator=gen)
         variant = torch.randint(0, v, (b, lmax), generator=gen)
-        flat = ((rendering * k + level)[:, None] * 10 + digits.clamp(min=0)) * v + variant
+        flat = ((rendering * k + level)[:, None] * c + digits.clamp(min=0)) * v + variant
         widths = bank.widths.reshape(-1)[flat] * valid  # (B, L)
         gaps = randint(d.gap, (b, lmax), gen) * valid
         margins = randint(d.margin, (b, 2), gen)
@@ -180,7 +191,7 @@ class StripSynth:
         pixels.masked_fill_(outside[:, None, :], 1.0)
         images = pixels[:, :, :wmax].contiguous()  # (B, H, W)
         spans = torch.stack([starts, starts + widths], -1) * valid[..., None]
-        labels = ["".join(DIGITS[i] for i in row if i >= 0) for row in digits.tolist()]
+        labels = ["".join(self.charset[i] for i in row if i >= 0) for row in digits.tolist()]
         return StripBatch(images, strip_w, labels, spans)
 
 

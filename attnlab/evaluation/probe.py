@@ -242,7 +242,8 @@ def swap_table(reader, synth, ps, chosen: np.ndarray, dev, cfg: ProbeConfig, rng
         pos = positions[:, k]
         rows_t, pos_t = torch.from_numpy(chosen), torch.from_numpy(pos)
         old = digits[rows_t, pos_t].numpy()
-        new = (old + rng.integers(1, 10, size=len(chosen))) % 10
+        k_chars = len(synth.charset)  # another character of the charset, never the same
+        new = (old + rng.integers(1, k_chars, size=len(chosen))) % k_chars
         digits[rows_t, pos_t] = torch.from_numpy(new)
         swapped = rerender(synth, ps, digits).select(chosen)
         readings = read_strips(reader, swapped, dev, cfg.batch_size, keep_weights=False).texts

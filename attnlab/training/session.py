@@ -44,18 +44,26 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     try:
         check_training(cfg)  # value checks first: a refusal here writes nothing
     except Exception as err:
-        log.error("refused: %s", one_line(err))
-        if _is_multirun() and not run.status_file.exists():  # the sweep summary lists it
+        fresh = not run.status_file.exists()
+        if _is_multirun() or not fresh:  # a fresh single run: the CLI says why, on stderr
+            log.error("refused: %s", one_line(err))
+        if _is_multirun() and fresh:  # the sweep summary lists it
             write_hydra_files(run, cfg)
             _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
         raise
-    with run.lock("train"):
+    lock = run.lock("train")
+    was_there = {lock.path, *_job_logs(run)}
+    was_there = {f for f in was_there if f.exists()}
+    with lock:
         fresh = not run.status_file.exists()
         try:
             trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
         except BaseException as err:
+            if fresh and not _is_multirun():  # the CLI says why on stderr; no trace here
+                _leave_nothing(run, lock.path, was_there)
+                raise
             log.error("refused: %s", one_line(err))
-            if fresh:  # nothing to damage: say why this run never started
+            if fresh:  # a sweep job that never started: the sweep summary lists it
                 write_hydra_files(run, cfg)
                 _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
             raise
@@ -77,6 +85,26 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
     return metrics
+
+
+def _job_logs(run: RunDir) -> list[Path]:
+    """The files of the logging handlers that write into the run (Hydra's job log)."""
+    names = [getattr(h, "baseFilename", None) for h in logging.getLogger().handlers]
+    return [Path(n) for n in names if n and Path(n).parent == run.path.resolve()]
+
+
+def _leave_nothing(run: RunDir, lock_file: Path, was_there: set[Path]) -> None:
+    """A fresh run refused (not a sweep job): remove what this command made in it, the lock
+    file and the job log a record before the refusal opened (Hydra's file handler is lazy,
+    conf/hydra/job_logging/delayed.yaml: the log exists only once something is logged, e.g.
+    a warning about an image), so that the run directory is left as it was."""
+    for handler in logging.getLogger().handlers:
+        name = getattr(handler, "baseFilename", None)
+        if name and Path(name) in set(_job_logs(run)) - was_there and Path(name).exists():
+            handler.close()
+            Path(name).unlink()
+    if lock_file not in was_there:
+        lock_file.unlink(missing_ok=True)  # still held: a racing command takes a new one
 
 
 def _is_multirun() -> bool:

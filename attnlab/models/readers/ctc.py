@@ -1,8 +1,11 @@
-"""The CTC reader: the shared column encoder, then a classifier over the ten digits + blank
-at every column, trained with CTC (Graves et al., 2006). There is no decoder and no stopping
-decision: a reading is whatever the columns emit, so it cannot run past the strip's end.
+"""The CTC reader: the shared column encoder, then a classifier over the characters of
+``data.charset`` (the ten digits by default) + blank at every column, trained with CTC (Graves
+et al., 2006). There is no decoder and no stopping decision: a reading is whatever the
+columns emit, so it cannot run past the strip's end.
 
-Classes: digit d is class d, the blank is class ``BLANK`` = 10. A reading of L digits needs
+Classes: character i of the charset is class i (digit d is class d), the blank is the last
+class, ``len(charset)`` (``BLANK`` = 10 for the digits); the functions below take it from the
+posteriors' last dimension (classes = characters + blank). A reading of L digits needs
 at least L + r encoder columns (r = adjacent repeated digits, each needing a blank between),
 so ``model.stride`` must leave a strip of L digits at least that many columns; the default
 (conf/model/ctc.yaml) is stride 4, about 4.4 columns per digit (never under 2.6 on the
@@ -33,14 +36,7 @@ from torch import nn
 from attnlab.config import ModelConfig
 from attnlab.errors import UserError
 from attnlab.models.base import Decoded, Reader
-from attnlab.models.ctc_loss import (
-    BLANK,
-    CLASSES,
-    DIGITS,
-    columns_needed,
-    ctc_nll,
-    label_targets,
-)
+from attnlab.models.ctc_loss import DIGITS, columns_needed, ctc_nll, label_targets
 from attnlab.models.registry import register
 
 NEG = float("-inf")
@@ -55,15 +51,23 @@ def _real(cols: torch.Tensor, t: int) -> torch.Tensor:
     return torch.arange(t, device=cols.device)[None, :] < cols[:, None]  # (B, T)
 
 
-def collapse(path: torch.Tensor, real: torch.Tensor):
-    """Paths (B, T) of classes -> texts, digit counts (B,), run index of every column (B, T)
-    (-1 on blanks and padding): a non-blank column belongs to the last digit emitted."""
-    path = path.masked_fill(~real, BLANK)
-    prev = F.pad(path[:, :-1], (1, 0), value=BLANK)
-    emit = (path != BLANK) & (path != prev)  # (B, T) a new digit starts here
-    run = torch.where(path != BLANK, emit.cumsum(1) - 1, -1)  # (B, T)
+def _runs(path: torch.Tensor, real: torch.Tensor, blank: int):
+    """Paths (B, T) of classes -> where a new character starts (B, T), character counts (B,)
+    and the run index of every column (B, T) (-1 on blanks and padding)."""
+    path = path.masked_fill(~real, blank)
+    prev = F.pad(path[:, :-1], (1, 0), value=blank)
+    emit = (path != blank) & (path != prev)  # (B, T) a new character starts here
+    run = torch.where(path != blank, emit.cumsum(1) - 1, -1)  # (B, T)
+    return path, emit, run
+
+
+def collapse(path: torch.Tensor, real: torch.Tensor, charset: str = DIGITS):
+    """Paths (B, T) of classes -> texts, character counts (B,), run index of every column
+    (B, T) (-1 on blanks and padding): a non-blank column belongs to the last character
+    emitted. Class i is ``charset[i]``, the blank ``len(charset)``."""
+    path, emit, run = _runs(path, real, len(charset))
     texts = [
-        "".join(str(c) for c, e in zip(p, m, strict=True) if e)
+        "".join(charset[c] for c, e in zip(p, m, strict=True) if e)
         for p, m in zip(path.tolist(), emit.tolist(), strict=True)
     ]
     return texts, emit.sum(1), run
@@ -73,13 +77,14 @@ def forced_align(logp, cols, targets, tlen):
     """Viterbi: the most probable path (B, T) that collapses to each target, and its log
     probability (B,) (-inf when the strip has too few columns; the path is then arbitrary).
     logp (B, T, C), targets (B, L) digit classes, tlen (B,)."""
-    b, t, _ = logp.shape
+    b, t, c = logp.shape
+    blank = c - 1
     u = 2 * targets.shape[1] + 1
-    ext = torch.full((b, u), BLANK, dtype=torch.long, device=logp.device)  # (B, U)
+    ext = torch.full((b, u), blank, dtype=torch.long, device=logp.device)  # (B, U)
     ext[:, 1::2] = targets
     states = torch.arange(u, device=logp.device)
-    ext = torch.where(states[None] < 2 * tlen[:, None] + 1, ext, BLANK)
-    skip = (ext != BLANK) & (ext != F.pad(ext[:, :-2], (2, 0), value=BLANK))  # u-2 -> u allowed
+    ext = torch.where(states[None] < 2 * tlen[:, None] + 1, ext, blank)
+    skip = (ext != blank) & (ext != F.pad(ext[:, :-2], (2, 0), value=blank))  # u-2 -> u allowed
     skip[:, :2] = False
     alpha = torch.full((b, u), NEG, device=logp.device)
     emit0 = logp[:, 0].gather(1, ext[:, :2])
@@ -98,10 +103,10 @@ def forced_align(logp, cols, targets, tlen):
     end_digit = torch.where(tlen > 0, alpha.gather(1, (last - 1).clamp(min=0)[:, None])[:, 0], NEG)
     score, which = torch.stack([end_blank, end_digit], -1).max(-1)
     state = last - which
-    path = torch.full((b, t), BLANK, dtype=torch.long, device=logp.device)
+    path = torch.full((b, t), blank, dtype=torch.long, device=logp.device)
     rows = torch.arange(b, device=logp.device)
     for i in range(t - 1, -1, -1):
-        path[:, i] = torch.where(real[:, i], ext[rows, state], BLANK)
+        path[:, i] = torch.where(real[:, i], ext[rows, state], blank)
         state = (state - back[rows, i, state].long()).clamp(min=0)
     return path, score
 
@@ -112,43 +117,44 @@ def oracle_path(logp, cols, lengths):
 
     A DP over columns x (digits emitted, class of the last column), vectorised over rows."""
     b, t, c = logp.shape
+    blank = c - 1
     n = int(lengths.max()) + 1
     dev = logp.device
     score = torch.full((b, n, c), NEG, device=dev)  # (B, N, C)
-    score[:, 0, BLANK] = logp[:, 0, BLANK]
+    score[:, 0, blank] = logp[:, 0, blank]
     if n > 1:
-        score[:, 1, :BLANK] = logp[:, 0, :BLANK]
-    back = torch.zeros(b, t, n, c, dtype=torch.uint8, device=dev)  # class of column i-1
+        score[:, 1, :blank] = logp[:, 0, :blank]
+    back = torch.zeros(b, t, n, c, dtype=torch.int64 if c > 256 else torch.uint8, device=dev)
     real = _real(cols, t)
-    digits = torch.arange(BLANK, device=dev)
+    digits = torch.arange(blank, device=dev)  # the character classes
     for i in range(1, t):
         top, arg = score.topk(2, dim=-1)  # (B, N, 2)
         blank_prev = arg[..., 0]
         # A new digit d follows any other class: the best of them, one digit fewer.
-        other = torch.where(arg[..., :1] == digits, top[..., 1:], top[..., :1])  # (B, N, 10)
+        other = torch.where(arg[..., :1] == digits, top[..., 1:], top[..., :1])  # (B, N, C-1)
         other_arg = torch.where(arg[..., :1] == digits, arg[..., 1:], arg[..., :1])
         other = F.pad(other[:, :-1], (0, 0, 1, 0), value=NEG)
         other_arg = F.pad(other_arg[:, :-1], (0, 0, 1, 0))
-        stay = score[..., :BLANK]
-        new_d = torch.maximum(stay, other) + logp[:, i, None, :BLANK]
+        stay = score[..., :blank]
+        new_d = torch.maximum(stay, other) + logp[:, i, None, :blank]
         arg_d = torch.where(stay >= other, digits, other_arg)
-        new = torch.cat([new_d, (top[..., :1] + logp[:, i, None, BLANK:])], -1)  # (B, N, C)
+        new = torch.cat([new_d, (top[..., :1] + logp[:, i, None, blank:])], -1)  # (B, N, C)
         arg_new = torch.cat([arg_d, blank_prev[..., None]], -1)
         keep = real[:, i, None, None]
         score = torch.where(keep, new, score)
         same = torch.arange(c, device=dev).expand(b, n, c)
-        back[:, i] = torch.where(keep, arg_new, same).to(torch.uint8)
+        back[:, i] = torch.where(keep, arg_new, same).to(back.dtype)
     best, cls = score.max(-1)  # (B, N)
     counts = torch.arange(n, device=dev)
     ok = (best > NEG) & (counts[None] <= lengths[:, None])
     emitted = torch.where(ok, counts[None], -1).max(1).values.clamp(min=0)  # (B,)
     rows = torch.arange(b, device=dev)
     total, cur = best[rows, emitted], cls[rows, emitted]
-    path = torch.full((b, t), BLANK, dtype=torch.long, device=dev)
+    path = torch.full((b, t), blank, dtype=torch.long, device=dev)
     for i in range(t - 1, -1, -1):
-        path[:, i] = torch.where(real[:, i], cur, BLANK)
+        path[:, i] = torch.where(real[:, i], cur, blank)
         prev = back[rows, i, emitted, cur].long()
-        emitted = emitted - ((cur != BLANK) & (prev != cur) & real[:, i]).long()
+        emitted = emitted - ((cur != blank) & (prev != cur) & real[:, i]).long()
         cur = torch.where(real[:, i], prev, cur)
     return path, total
 
@@ -158,7 +164,8 @@ def prefix_beam(logp, cols, width: int, lengths=None):
     (-1 padded), their digit counts (B, K) and whether they are alive (B, K). Under oracle
     ``lengths`` no prefix grows past its row's length. Probabilities are recomputed exactly
     by the caller, so this only has to find the readings."""
-    b, t, _ = logp.shape
+    b, t, c = logp.shape
+    blank = c - 1
     k, dev = width, logp.device
     hist = torch.full((b, k, t), -1, dtype=torch.long, device=dev)  # (B, K, T)
     n = torch.zeros(b, k, dtype=torch.long, device=dev)
@@ -167,16 +174,16 @@ def prefix_beam(logp, cols, width: int, lengths=None):
     pb[:, 0] = 0.0  # one empty prefix; the others are dead
     pnb = torch.full((b, k), NEG, device=dev)
     real = _real(cols, t)
-    digits = torch.arange(BLANK, device=dev)
+    digits = torch.arange(blank, device=dev)  # the character classes
     rows = torch.arange(b, device=dev)[:, None]
     cap = None if lengths is None else lengths.to(dev)[:, None, None]
     for i in range(t):
         lp = logp[:, i]  # (B, C)
         tot = torch.logaddexp(pb, pnb)  # (B, K)
-        s_b = tot + lp[:, BLANK, None]
+        s_b = tot + lp[:, blank, None]
         s_nb = torch.where(last >= 0, pnb + lp.gather(1, last.clamp(min=0)), NEG)
-        is_last = digits == last[..., None]  # (B, K, 10)
-        e_nb = torch.where(is_last, pb[..., None], tot[..., None]) + lp[:, None, :BLANK]
+        is_last = digits == last[..., None]  # (B, K, C-1)
+        e_nb = torch.where(is_last, pb[..., None], tot[..., None]) + lp[:, None, :blank]
         if cap is not None:
             e_nb = e_nb.masked_fill(n[..., None] >= cap, NEG)
         # Prefix j = prefix k + its last digit: merge that extension into j.
@@ -189,13 +196,13 @@ def prefix_beam(logp, cols, width: int, lengths=None):
         via = e_nb.gather(2, last.clamp(min=0)[:, None, :].expand(b, k, k))  # [b, k, j]
         via = torch.where(match, via.transpose(1, 2), NEG)  # (B, Kj, Kk)
         s_nb = torch.logaddexp(s_nb, via.logsumexp(-1))
-        taken = (match[..., None] & (last[:, :, None, None] == digits)).any(1)  # (B, Kk, 10)
+        taken = (match[..., None] & (last[:, :, None, None] == digits)).any(1)  # (B, Kk, C-1)
         e_nb = e_nb.masked_fill(taken, NEG)
-        cand = torch.cat([torch.logaddexp(s_b, s_nb), e_nb.reshape(b, -1)], 1)  # (B, K*11)
+        cand = torch.cat([torch.logaddexp(s_b, s_nb), e_nb.reshape(b, -1)], 1)  # (B, K*C)
         _, idx = cand.topk(k, dim=1)  # (B, K)
         ext = idx >= k
-        parent = torch.where(ext, (idx - k) // BLANK, idx)
-        digit = (idx - k) % BLANK
+        parent = torch.where(ext, (idx - k) // blank, idx)
+        digit = (idx - k) % blank
         new_hist = hist[rows, parent]  # (B, K, T) a copy
         new_n = n[rows, parent]
         at = new_n.clamp(max=t - 1)[..., None]
@@ -216,13 +223,13 @@ def prefix_beam(logp, cols, width: int, lengths=None):
 
 def reading_log_prob(logp, cols, targets, tlen):
     """Exact log P(reading | strip) (B,): the sum over every path (the forward algorithm)."""
-    t = logp.shape[1]
+    t, blank = logp.shape[1], logp.shape[2] - 1
     return -F.ctc_loss(
         logp.transpose(0, 1),
-        targets.clamp(min=0, max=BLANK - 1),
+        targets.clamp(min=0, max=blank - 1),
         cols.clamp(max=t),
         tlen,
-        blank=BLANK,
+        blank=blank,
         reduction="none",
         zero_infinity=False,
     )
@@ -230,9 +237,11 @@ def reading_log_prob(logp, cols, targets, tlen):
 
 def path_weights(logp, path, cols, steps: int) -> torch.Tensor:
     """(B, S, T) weights of a decoded path (see the module docstring)."""
-    b, t, _ = logp.shape
+    b, t, c = logp.shape
+    blank = c - 1
     real = _real(cols, t)
-    _, count, run = collapse(path, real)
+    _, emit, run = _runs(path, real, blank)
+    count = emit.sum(1)
     post = logp.exp()  # (B, T, C)
     on_path = post.gather(2, path[..., None])[..., 0]  # (B, T)
     step = torch.arange(steps, device=logp.device)
@@ -240,7 +249,7 @@ def path_weights(logp, path, cols, steps: int) -> torch.Tensor:
     last_digit = torch.where(run >= 0, torch.arange(t, device=logp.device), -1).max(1).values
     after = real & (torch.arange(t, device=logp.device)[None] > last_digit[:, None])  # (B, T)
     eos_support = torch.where(after.any(1, keepdim=True), after, real).float()
-    eos_values = torch.where(after.any(1, keepdim=True), post[..., BLANK] * after, real.float())
+    eos_values = torch.where(after.any(1, keepdim=True), post[..., blank] * after, real.float())
     is_eos = (step[None] == count[:, None]).float()[..., None]  # (B, S, 1)
     values = support * on_path[:, None] + is_eos * eos_values[:, None]
     support = support + is_eos * eos_support[:, None]
@@ -249,9 +258,10 @@ def path_weights(logp, path, cols, steps: int) -> torch.Tensor:
     return torch.where(total > 0, values / total.clamp(min=1e-30), fallback)
 
 
-def decode(logp, cols, beam: int = 1, lengths=None) -> Decoded:
+def search(logp, cols, beam: int = 1, lengths=None, charset: str = DIGITS) -> Decoded:
     """Read log posteriors (B, T, C) of strips with ``cols`` (B,) real columns: the best
-    path (or the oracle path), then for ``beam`` > 1 the best of it and the prefix beam's."""
+    path (or the oracle path), then for ``beam`` > 1 the best of it and the prefix beam's.
+    C = len(charset) + 1: class i reads ``charset[i]``, the last is the blank."""
     b, t, _ = logp.shape
     real = _real(cols, t)
     logp = logp.masked_fill(~real[..., None], 0.0)
@@ -259,8 +269,8 @@ def decode(logp, cols, beam: int = 1, lengths=None) -> Decoded:
         path, _ = oracle_path(logp, cols, lengths.to(logp.device).long())
     else:
         path = logp.argmax(-1)  # (B, T) the best path
-    texts, count, _ = collapse(path, real)
-    first, _ = label_targets(texts, logp.device)
+    texts, count, _ = collapse(path, real, charset)
+    first, _ = label_targets(texts, logp.device, charset)
     first = F.pad(first, (0, t - first.shape[1]))  # (B, T) the path's reading
     log_prob = reading_log_prob(logp, cols, first, count)  # all its paths, not just this one
     if beam > 1:
@@ -283,7 +293,8 @@ def decode(logp, cols, beam: int = 1, lengths=None) -> Decoded:
         targets, count, log_prob = hist[rows, pick], n[rows, pick], exact[rows, pick]
         # The path's own reading keeps its path (its Viterbi alignment); others are aligned.
         chosen = [
-            "".join(map(str, h[:c])) for h, c in zip(targets.tolist(), count.tolist(), strict=True)
+            "".join(charset[i] for i in h[:c])
+            for h, c in zip(targets.tolist(), count.tolist(), strict=True)
         ]
         moved = torch.tensor([a != g for a, g in zip(chosen, texts, strict=True)])
         if bool(moved.any()):
@@ -295,16 +306,16 @@ def decode(logp, cols, beam: int = 1, lengths=None) -> Decoded:
     return Decoded(texts, log_prob.exp(), weights, cols, log_prob / (count + 1))
 
 
-def digit_probs_of(logp, cols, texts: list[str]) -> torch.Tensor:
+def digit_probs_of(logp, cols, texts: list[str], charset: str = DIGITS) -> torch.Tensor:
     """(B, Lmax + 1): for each digit of ``texts``, the highest posterior of that digit over
     its run in the Viterbi alignment of the text; then EOS = the probability that every column
     after the last run is blank (1 when there are none). A text the strip is too short for
     gets 0 throughout (CTC gives it probability 0)."""
-    b, t, _ = logp.shape
+    b, t, c = logp.shape
     real = _real(cols, t)
-    targets, tlen = label_targets(texts, logp.device)
+    targets, tlen = label_targets(texts, logp.device, charset)
     path, score = forced_align(logp, cols, targets, tlen)
-    _, _, run = collapse(path, real)
+    _, _, run = _runs(path, real, c - 1)
     post = logp.exp()
     steps = targets.shape[1] if max(map(len, texts), default=0) else 0
     out = torch.zeros(b, steps + 1, device=logp.device)
@@ -313,21 +324,17 @@ def digit_probs_of(logp, cols, texts: list[str]) -> torch.Tensor:
         out[:, i] = torch.where(run == i, p, 0.0).max(1).values
     last = torch.where(run >= 0, torch.arange(t, device=logp.device), -1).max(1).values
     after = real & (torch.arange(t, device=logp.device)[None] > last[:, None])
-    eos = (logp[..., BLANK] * after).sum(1).exp()
+    eos = (logp[..., c - 1] * after).sum(1).exp()
     out[torch.arange(b), tlen] = eos
     return torch.where(score[:, None] > NEG, out, 0.0)
 
 
-@register("ctc", CTCConfig, "CTC reader: a digit-or-blank classifier on every column, no decoder")
+@register("ctc", CTCConfig, "CTC reader: a character-or-blank classifier on every column")
 class CTCReader(Reader):
     def __init__(self, cfg: CTCConfig, height: int):
         super().__init__(cfg, height)
-        if self.charset != DIGITS:  # its decoders number the classes as digits (BLANK = 10)
-            raise UserError(
-                f"model=ctc reads the ten digits only; data.charset={self.charset!r} needs a "
-                f"step-wise reader (attention, fixed, location, window, transformer)"
-            )
-        self.classify = nn.Linear(self.encoder.state_size, CLASSES)
+        # The charset's classes, then the blank (CLASSES = 11 for the digits).
+        self.classify = nn.Linear(self.encoder.state_size, len(self.charset) + 1)
 
     def too_long(self, label, columns):
         if columns_needed(label) > columns:  # a blank between repeated characters
@@ -351,14 +358,14 @@ class CTCReader(Reader):
                     "(one per digit, one blank between repeats); use a smaller model.stride"
                 )
         logp, cols_t = self.log_probs(images, widths)
-        return ctc_nll(logp, cols_t, labels)
+        return ctc_nll(logp, cols_t, labels, charset=self.charset)
 
     @torch.no_grad()
     def read(self, images, widths, beam=1, lengths=None):
         logp, cols = self.log_probs(images, widths)
-        return decode(logp, cols, beam, lengths)
+        return search(logp, cols, beam, lengths, self.charset)
 
     @torch.no_grad()
     def digit_probs(self, images, widths, texts):
         logp, cols = self.log_probs(images, widths)
-        return digit_probs_of(logp, cols, texts)
+        return digit_probs_of(logp, cols, texts, self.charset)
