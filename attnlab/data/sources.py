@@ -24,7 +24,6 @@ from attnlab.data.folder import LABELS, Warn, load_image, read_labels, warn_stde
 from attnlab.data.strips import StripBatch
 from attnlab.errors import UserError
 
-DIGITS = "0123456789"
 LMDB_DATA = "data.mdb"
 
 
