@@ -26,7 +26,7 @@ def run(
 ) -> dict[str, Any]:
     from attnlab.config import seen_lengths
     from attnlab.data.strips import StripSynth, fixed_set
-    from attnlab.evaluation.evaluate import default_lengths
+    from attnlab.evaluation.evaluate import eval_lengths
     from attnlab.evaluation.inference import read_strips
     from attnlab.evaluation.metrics import quick_scores
     from attnlab.models import registry
@@ -38,7 +38,7 @@ def run(
         ckpt_path = checkpoint.resolve(run_dir, "best")
         got = checkpoint.restore(ckpt_path, device)
         reader, exp = got.reader, got.config
-        source = f"{ckpt_path} (step {int(got.ckpt.get('step', 0))})"
+        source = f"{ckpt_path} (step {got.ckpt.step})"
         n = n or exp.eval.n
     else:
         exp = reader_config(reader_name, device, list(overrides or []))
@@ -47,7 +47,7 @@ def run(
         source = f"UNTRAINED {reader.name} reader (random weights; pass --run RUN for real figures)"
         n = n or 100
     batch_size = exp.eval.batch_size
-    lengths = default_lengths(seen_lengths(exp.data))
+    lengths = eval_lengths(seen_lengths(exp.data))
     bf16 = bf16_autocast(exp.train.bf16, dev)
     reader.to(dev).eval()
     synth = StripSynth(exp.data)  # the bank is built here, outside the timing
