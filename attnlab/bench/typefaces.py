@@ -39,7 +39,6 @@ import pandas as pd
 
 from attnlab.config import TrainConfig
 from attnlab.data.fonts import REPORTLAB_FONTS
-from attnlab.runs.checkpoint import legacy
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
 # family holds every default training font of its design, so that leaving it out leaves no
@@ -85,9 +84,14 @@ def attnlab(*args: object) -> None:
         raise SystemExit(f"typefaces: {' '.join(cmd[3:6])}... failed:\n{res.stderr[-2000:]}")
 
 
-# The lab's variation: the glyph forms and training augmentation added since turned off,
-# as checkpoints from before them read.
-LAB_VARIATION = legacy("data")
+def lab_variation() -> dict:
+    """``data=lab`` (conf/data/lab.yaml): the lab's generator, without the glyph forms and
+    the training augmentation added since."""
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(files("attnlab.conf") / "data" / "lab.yaml"))
 
 
 def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], seed: int) -> Path:
@@ -98,7 +102,7 @@ def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], se
     from attnlab.data.folder import export_folder
     from attnlab.data.strips import StripSynth
 
-    synth = StripSynth(DataConfig(fonts=fonts, **LAB_VARIATION))
+    synth = StripSynth(DataConfig(fonts=fonts, **lab_variation()))
     gen = torch.Generator().manual_seed(seed)
     per = torch.tensor([n_ for n_ in lengths for _ in range(n)])
     return export_folder(synth.sample(per, gen), out)
