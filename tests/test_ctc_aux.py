@@ -5,6 +5,7 @@ import pytest
 import torch
 from readers_util import strips, tiny_config
 
+from attnlab.config import check_experiment
 from attnlab.errors import UserError
 from attnlab.models import registry
 from attnlab.models.ctc_loss import CLASSES, ctc_nll
@@ -74,8 +75,9 @@ def test_every_step_wise_reader_can_train_with_it(name):
 
 
 def test_a_negative_weight_is_refused_naming_the_key():
-    with pytest.raises(UserError, match="model.ctc_aux must be >= 0"):
-        build("attention", "model.ctc_aux=-0.1")
+    """By the reader's config (StepwiseConfig.check), before anything is built."""
+    with pytest.raises(UserError, match=r"model\.ctc_aux=-0\.1: must be >= 0"):
+        check_experiment(tiny_config("attention", "model.ctc_aux=-0.1"))
 
 
 def test_the_lab_readers_train_with_it_by_default_and_the_others_do_not():
