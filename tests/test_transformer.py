@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from readers_util import strips, tiny_reader
+from readers_util import strips, tiny_config, tiny_reader
 
+from attnlab.config import check_experiment
 from attnlab.errors import UserError
 from attnlab.models import registry, tokens
 from attnlab.models.readers.transformer_layers import (
@@ -241,13 +242,15 @@ def test_transformer_columns_replace_the_bigru():
     ],
 )
 def test_bad_values_are_user_errors_naming_the_key(override, key):
+    """Refused by the reader's own config (TransformerConfig.check), before it is built."""
     with pytest.raises(UserError, match=key.replace(".", r"\.")):
-        tiny_reader(NAME, override)
+        check_experiment(tiny_config(NAME, override))
 
 
 def test_rotary_needs_an_even_head_width():
+    cfg = tiny_config(NAME, "model.pos=rotary", "model.dec_hidden=30", "model.heads=2")
     with pytest.raises(UserError, match=r"model\.heads.*rotary"):
-        tiny_reader(NAME, "model.pos=rotary", "model.dec_hidden=30", "model.heads=2")
+        check_experiment(cfg)
 
 
 def test_loss_and_reading_run_under_bf16_autocast():
