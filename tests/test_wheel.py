@@ -125,3 +125,21 @@ def test_wheel_ships_configs(tmp_path, cli_env, attnlab_cli):
         away, cli_env,
     )  # fmt: skip
     assert loaded.stdout.strip() == "index.html.j2"
+
+
+def test_every_package_of_the_tree_is_listed_for_the_wheel():
+    """pyproject.toml lists its packages by hand (conf/ is mapped to attnlab.conf): a new
+    subpackage that is not listed would be missing from an installed attnlab."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "attnlab").rglob("__init__.py")
+    }
+    found |= {
+        "attnlab.conf" + "".join("." + s for s in p.parent.relative_to(REPO / "conf").parts)
+        for p in (REPO / "conf").rglob("__init__.py")
+    }
+    assert found <= listed, sorted(found - listed)
