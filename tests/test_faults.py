@@ -180,14 +180,14 @@ def test_rerunning_a_finished_run_cleans_orphans_and_keeps_its_timing(
     assert after["strips_per_s"] == before["strips_per_s"] > 0
 
 
-def test_a_job_refused_at_start_says_why_in_its_log(tmp_path, attnlab_cli):
+def test_a_run_refused_at_start_says_why_on_stderr_and_writes_nothing(tmp_path, attnlab_cli):
     run = tmp_path / "run"
     res = attnlab_cli("train", *TINY, "model.stride=3", f"hydra.run.dir={run}", cwd=tmp_path)
-    one_line_error(res, "stride")
-    assert "stride" in (run / "train.log").read_text()
-    # A value refused by the checks writes no run (#24): no status, no .hydra/; a sweep job
-    # still records "failed" for the sweep summary (test_sweep.py).
-    assert not (run / "status.json").exists() and not (run / ".hydra").exists()
+    one_line_error(res, "stride")  # the reason, on stderr
+    # A value refused by the checks writes nothing into the run (#24, #25): no train.log (the
+    # job log is lazy), no status, no .hydra/, no lock; a sweep job still records "failed"
+    # and its reason for the sweep summary (test_sweep.py).
+    assert not run.exists() or not any(run.iterdir()), sorted(run.iterdir())
 
 
 # --- [8] value checks ------------------------------------------------------------------------
