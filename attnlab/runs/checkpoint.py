@@ -101,7 +101,7 @@ class Checkpoint:
     def to_payload(self) -> dict[str, Any]:
         """The dict written to disk; optional entries that are None are left out."""
         payload = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: v for k, v in payload.items() if v is not None or k in ("reader",)}
+        return {k: v for k, v in payload.items() if v is not None or k == "reader"}
 
     @classmethod
     def from_payload(cls, payload: Any, path: Path | str) -> Checkpoint:

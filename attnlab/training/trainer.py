@@ -272,9 +272,10 @@ class Trainer:
         val, shown = validate(self.model, self.val_sets, self.device, self.autocast,
                               self.cfg.train.examples_shown)  # fmt: skip
         log_validation(self.step, val, shown)
-        if self.writer is not None:
-            write_validation(self.writer, self.step, val)
-        if self.writer is not None and self.cfg.train.maps_logged:
+        if self.writer is None:
+            return val
+        write_validation(self.writer, self.step, val)
+        if self.cfg.train.maps_logged:  # a few attention maps, when the reader has weights
             top = self.val_sets[max(self.val_sets)]
             kept = top.select(list(range(min(self.cfg.train.maps_logged, len(top)))))
             write_attention_images(self.writer, self.step, self.model, kept, self.device,

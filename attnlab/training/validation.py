@@ -62,8 +62,6 @@ def write_attention_images(
     writer: Any, step: int, model: Any, strips: StripBatch, device: torch.device, bf16: bool
 ) -> None:
     """Weights of a few validation strips as TensorBoard images, when the reader has them."""
-    if not len(strips):
-        return
     r = read_strips(model, strips, device, 64, bf16=bf16)
     for i, w in enumerate(r.weights or []):
         img = torch.from_numpy(w).float()
