@@ -199,3 +199,65 @@ def test_slurm_launcher_composes():
     # By name: Hydra's scan may load a plugin module afresh, so class objects can differ.
     bases = {f"{c.__module__}.{c.__name__}" for c in found[SLURM_LAUNCHER].__mro__}
     assert PLUGIN_SLURM_LAUNCHER in bases, sorted(bases)
+
+
+def _children(pid: int) -> set[int]:
+    """The live child processes of ``pid`` (from /proc: the loky workers of a sweep)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while listed
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
+    """``kill PID`` of a sweep on the default launcher (hydra/launcher=parallel): every job
+    records itself interrupted and no worker process is left training."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sweep = tmp_path / "s5"
+    # Three jobs on the machine's workers: the third must never start once it is stopped.
+    cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", "preset=tiny", "model=fixed",
+           "seed=0,1,2", "hydra.launcher.n_jobs=2", "train.steps=100000",
+           f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 240
+        while len(list(sweep.glob("*/checkpoints/last.pt"))) < 2:  # both jobs are training
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < deadline, "the jobs did not start training"
+            time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert workers
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, (out[-2000:], err[-2000:])
+    deadline = time.time() + 30
+    while any(_alive(pid) for pid in workers):
+        assert time.time() < deadline, "worker processes still running after the sweep ended"
+        time.sleep(0.2)
+    jobs = sorted(p.parent for p in sweep.glob("*/status.json"))
+    assert len(jobs) == 2, jobs  # the queued job never started
+    for job in jobs:
+        status = json.loads((job / "status.json").read_text())
+        assert status["state"] == "interrupted", status
+        assert (job / "checkpoints" / "last.pt").is_file()  # it resumes from here

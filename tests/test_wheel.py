@@ -67,8 +67,10 @@ def test_wheel_ships_configs(tmp_path, cli_env, attnlab_cli):
         "attnlab/conf/model/attention.yaml", "attnlab/conf/preset_model/tiny_fixed.yaml",
         "attnlab/report/templates/index.html.j2",
         "attnlab/report/templates/explorer.js", "attnlab/report/templates/explorer.css",
-        # hydra/launcher=slurm, in the hydra_plugins namespace package (Hydra finds it there)
+        # hydra/launcher=slurm and =parallel, in the hydra_plugins namespace package (Hydra
+        # finds them there)
         "hydra_plugins/attnlab_slurm/__init__.py", "hydra_plugins/attnlab_slurm/launcher.py",
+        "hydra_plugins/attnlab_parallel/launcher.py",
     ):  # fmt: skip
         assert shipped in names, shipped
     assert "hydra_plugins/__init__.py" not in names  # it would hide the other plugins
