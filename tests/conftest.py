@@ -10,6 +10,28 @@ from pathlib import Path
 
 import pytest
 
+# --- one glyph-bank cache for the session's processes, never the user's ---------------------
+
+_CACHE: list[str] = []
+
+
+def pytest_configure(config):
+    """Every process of the session (this one and the CLI subprocesses, which inherit the
+    environment) keeps its glyph banks in one fresh folder (attnlab.data.bank_cache): a bank
+    is built once per session, and nothing is read from or left in ~/.cache."""
+    import tempfile
+
+    _CACHE.append(tempfile.mkdtemp(prefix="attnlab-test-cache-"))
+    os.environ["ATTNLAB_CACHE"] = _CACHE[0]
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    for folder in _CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # --- CLI subprocesses (test_cli.py, test_sweep.py, test_wheel.py) -------------------------
 
 

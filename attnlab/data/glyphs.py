@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,14 +269,42 @@ def _bank_key(data: DataConfig) -> tuple:
 
 
 def glyph_bank(data: DataConfig) -> GlyphBank:
-    """The bank for this config, built once per process."""
-    return _build_bank(_bank_key(data))
+    """The bank for this config: built once per process, and kept on disk for the next
+    (``attnlab.data.bank_cache``; ``ATTNLAB_CACHE=off`` builds it every time)."""
+    return _bank(_bank_key(data))
+
+
+@functools.lru_cache(maxsize=4)
+def _bank(key: tuple) -> GlyphBank:
+    from attnlab.data import bank_cache, fonts, ranges
+
+    code = (sys.modules[__name__], fonts, ranges)  # what draws it
+    digest = bank_cache.bank_digest(key, code, key[1])
+    return bank_cache.load_or_build(digest, lambda: _build_bank(key), _bank_to_dict,
+                                    _bank_from_dict)  # fmt: skip
+
+
+def _bank_to_dict(bank: GlyphBank) -> dict:
+    return {"columns": bank.columns, "widths": bank.widths,
+            "renderings": list(bank.renderings), "blur_levels": list(bank.blur_levels)}  # fmt: skip
+
+
+def _bank_from_dict(d: dict) -> GlyphBank:
+    columns, widths = d["columns"], d["widths"]
+    ok = (
+        columns.dtype == torch.uint8 and columns.dim() == 6 and widths.dtype == torch.int64
+        and widths.shape == columns.shape[:4] and len(d["renderings"]) == columns.shape[0]
+        and len(d["blur_levels"]) == columns.shape[1]
+    )  # fmt: skip
+    if not ok:
+        raise ValueError("not a glyph bank of this layout")
+    return GlyphBank(columns, widths, tuple(d["renderings"]),
+                     tuple(float(s) for s in d["blur_levels"]))  # fmt: skip
 
 
 _BANK_CHUNK = 256  # glyphs warped and blurred at a time
 
 
-@functools.lru_cache(maxsize=4)
 def _build_bank(key: tuple) -> GlyphBank:
     (height, fonts, sizes, strokes, variants, scale, stretch, shear, rotation, v_offset, blur,
      marked, oldstyle, footless, elastic, charset) = key  # fmt: skip

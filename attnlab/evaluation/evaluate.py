@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +36,33 @@ from attnlab.evaluation.figures.diagnostics import (
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.records import confident_failures, readings_table, records_for
 from attnlab.models import registry
+from attnlab.models.base import Reader
 from attnlab.runs import checkpoint
+from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import atomic_dir, atomic_write, write_text
 from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 from attnlab.runtime import bf16_autocast
 
 log = logging.getLogger(__name__)
 registry.discover()
+
+
+@dataclass
+class EvalPlan:
+    """One evaluation, decided before anything is written: the reader and what it reads
+    (``_evaluate`` builds it; ``_write_evaluation`` reads the sets and writes the folder)."""
+
+    reader: Reader
+    device: torch.device
+    ckpt: Checkpoint
+    ckpt_path: Path
+    sets: dict[int, tuple[StripBatch, list[str]]]  # length -> strips, their source names
+    cfg: EvalConfig
+    seen: list[int]
+    source: str  # "synthetic" or "folder"
+    name: str  # the folder's name under eval/
+    digest: str | None = None  # a user folder's data (folder_digest)
+    bf16: bool = False  # the autocast the run trained under
 
 
 def eval_lengths(seen: list[int]) -> list[int]:
@@ -112,24 +133,9 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
         }
     target = checkpoint.output_root(ckpt_path, EVAL) / name
     refuse_other_data(EvalDir(target), cfg.folder, digest)
-    final = atomic_dir(
-        target,
-        lambda work: _write_evaluation(
-            EvalDir(work),
-            reader,
-            dev,
-            ckpt,
-            ckpt_path,
-            sets,
-            cfg,
-            seen,
-            source,
-            name,
-            say,
-            digest,
-            bf16=bf16_autocast(exp.train.bf16, dev),  # the autocast the run trained under
-        ),
-    )
+    bf16 = bf16_autocast(exp.train.bf16, dev)  # the autocast the run trained under
+    plan = EvalPlan(reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, digest, bf16)
+    final = atomic_dir(target, lambda work: _write_evaluation(EvalDir(work), plan, say))
     say(f"evaluation written to {final}")
     return final
 
@@ -164,22 +170,23 @@ def refuse_other_data(target: EvalDir, folder: str | None, digest: str | None) -
         )
 
 
-def _write_evaluation(
-    out: EvalDir,
-    reader,
-    dev,
-    ckpt,
-    ckpt_path,
-    sets,
-    cfg,
-    seen,
-    source,
-    name,
-    say,
-    digest=None,
-    bf16=False,
-) -> None:
+def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
+    reader, dev, ckpt, ckpt_path, cfg = (
+        plan.reader,
+        plan.device,
+        plan.ckpt,
+        plan.ckpt_path,
+        plan.cfg,
+    )
+    sets, seen, source, name, digest, bf16 = (
+        plan.sets,
+        plan.seen,
+        plan.source,
+        plan.name,
+        plan.digest,
+        plan.bf16,
+    )
     stride = reader.encoder.stride
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 

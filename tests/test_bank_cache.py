@@ -1,0 +1,120 @@
+"""The glyph bank kept on disk between processes (attnlab.data.bank_cache): a loaded bank is
+the built one, anything it depends on names another file, and the cache never fails a
+command (unreadable file rebuilt, unwritable folder passed over, ATTNLAB_CACHE=off)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+
+from attnlab.config import DataConfig
+from attnlab.data import glyphs
+from attnlab.data.bank_cache import cache_dir
+from attnlab.data.fonts import resolve_fonts
+
+SMALL = {"font_sizes": [26], "stroke_widths": [0], "variants": 1}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache folder, and no bank kept in this process."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ATTNLAB_CACHE", str(folder))
+    glyphs._bank.cache_clear()
+    yield folder
+    glyphs._bank.cache_clear()
+
+
+def banks(folder):
+    return sorted(folder.glob("glyph-bank-*.pt"))
+
+
+def same(a: glyphs.GlyphBank, b: glyphs.GlyphBank) -> bool:
+    return (
+        torch.equal(a.columns, b.columns) and torch.equal(a.widths, b.widths)
+        and a.renderings == b.renderings and a.blur_levels == b.blur_levels
+    )  # fmt: skip
+
+
+def test_a_loaded_bank_is_the_built_one(cache):
+    data = DataConfig(**SMALL)
+    built = glyphs.glyph_bank(data)
+    (kept,) = banks(cache)
+    glyphs._bank.cache_clear()  # a new process, as far as the bank goes
+    loaded = glyphs.glyph_bank(data)
+    assert loaded is not built and same(loaded, built)
+    assert same(built, glyphs._build_bank(glyphs._bank_key(data)))
+    assert banks(cache) == [kept]
+
+
+def test_another_data_key_or_font_file_is_another_bank(cache, tmp_path):
+    glyphs.glyph_bank(DataConfig(**SMALL))
+    glyphs.glyph_bank(DataConfig(**{**SMALL, "variants": 2}))
+    assert len(banks(cache)) == 2
+    font = tmp_path / "font.ttf"
+    shutil.copy(next(f for f in resolve_fonts(DataConfig()) if os.path.isfile(f)), font)
+    data = DataConfig(**SMALL, fonts=[str(font)])
+    glyphs.glyph_bank(data)
+    assert len(banks(cache)) == 3
+    os.utime(font, ns=(0, 10**18))  # the same path, another file as far as anyone can tell
+    glyphs._bank.cache_clear()
+    glyphs.glyph_bank(data)
+    assert len(banks(cache)) == 4
+
+
+def test_an_unreadable_bank_is_built_again_and_replaced(cache):
+    data = DataConfig(**SMALL)
+    built = glyphs.glyph_bank(data)
+    (kept,) = banks(cache)
+    for bad in (b"", b"not a bank", None):
+        if bad is None:  # a readable file of another layout
+            torch.save({"columns": torch.zeros(2, 2), "widths": torch.zeros(2)}, kept)
+        else:
+            kept.write_bytes(bad)
+        glyphs._bank.cache_clear()
+        assert same(glyphs.glyph_bank(data), built)
+        assert banks(cache) == [kept] and kept.stat().st_size > 1000  # written whole again
+
+
+def test_off_and_unwritable_never_fail(tmp_path, monkeypatch, cache):
+    data = DataConfig(**SMALL)
+    monkeypatch.setenv("ATTNLAB_CACHE", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() is None
+    built = glyphs.glyph_bank(data)
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("ATTNLAB_CACHE", str(blocker / "cache"))  # cannot be a folder
+    glyphs._bank.cache_clear()
+    assert same(glyphs.glyph_bank(data), built)
+    assert list(tmp_path.glob("**/.glyph-bank-*")) == []  # no temporary file left
+
+
+def test_the_default_folder_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("ATTNLAB_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "attnlab"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    assert cache_dir() == tmp_path / "h" / ".cache" / "attnlab"
+
+
+def test_the_least_recently_used_banks_go_first(cache, monkeypatch):
+    from attnlab.data import bank_cache
+
+    monkeypatch.setattr(bank_cache, "KEEP", 2)
+    first, second, third = (DataConfig(**{**SMALL, "variants": v}) for v in (1, 2, 3))
+    glyphs.glyph_bank(first)
+    glyphs.glyph_bank(second)
+    (older, newer) = sorted(banks(cache), key=lambda p: p.stat().st_mtime_ns)
+    os.utime(newer, ns=(1, 1))  # `second` used long ago; now `first` is used again
+    glyphs._bank.cache_clear()
+    glyphs.glyph_bank(first)
+    glyphs.glyph_bank(third)  # a third bank: the least recently used one (second's) goes
+    assert len(banks(cache)) == 2 and older in banks(cache) and newer not in banks(cache)
