@@ -1,9 +1,9 @@
 """The glyph bank kept on disk between processes.
 
-Building the default bank takes 10-20 s on a laptop core (every character rendered in every
-font, size and stroke, then warped and blurred into its variants), and every command that
-draws strips needs it: ``attnlab train``, ``eval``, ``probe``, ``data preview`` and
-``export``, and each sweep job. Within a process it is built once
+Building the default bank takes about 8 s on an idle core, twice that under load (every
+character rendered in every font, size and stroke, then warped and blurred into its
+variants), and every command that draws strips needs it: ``attnlab train``, ``eval``,
+``probe``, ``data preview`` and ``export``, and each sweep job. Within a process it is built once
 (``attnlab.data.glyphs.glyph_bank``); this module keeps it on disk so that the next process
 loads it in a fraction of a second.
 

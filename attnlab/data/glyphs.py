@@ -279,7 +279,7 @@ def _bank(key: tuple) -> GlyphBank:
     from attnlab.data import bank_cache, fonts, ranges
 
     code = (sys.modules[__name__], fonts, ranges)  # what draws it
-    digest = bank_cache.bank_digest(key, code, key[1])
+    digest = bank_cache.bank_digest(key, code, key[1])  # key[1]: the font sources
     return bank_cache.load_or_build(digest, lambda: _build_bank(key), _bank_to_dict,
                                     _bank_from_dict)  # fmt: skip
 

@@ -172,21 +172,9 @@ def refuse_other_data(target: EvalDir, folder: str | None, digest: str | None) -
 
 def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
-    reader, dev, ckpt, ckpt_path, cfg = (
-        plan.reader,
-        plan.device,
-        plan.ckpt,
-        plan.ckpt_path,
-        plan.cfg,
-    )
-    sets, seen, source, name, digest, bf16 = (
-        plan.sets,
-        plan.seen,
-        plan.source,
-        plan.name,
-        plan.digest,
-        plan.bf16,
-    )
+    reader, dev, cfg, sets, seen = plan.reader, plan.device, plan.cfg, plan.sets, plan.seen
+    source, name, digest, bf16 = plan.source, plan.name, plan.digest, plan.bf16
+    ckpt, ckpt_path = plan.ckpt, plan.ckpt_path
     stride = reader.encoder.stride
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
