@@ -222,27 +222,24 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
-    """``kill PID`` of a sweep on the default launcher (hydra/launcher=parallel): every job
-    records itself interrupted and no worker process is left training."""
+def _stop_sweep(args: list[str], sweep: Path, ready, cwd: Path, env) -> None:
+    """Starts ``attnlab sweep lengths ARGS`` (default launcher), sends SIGTERM to its main
+    process once ``ready()``, and checks that it fails and leaves no worker process."""
     import signal
     import subprocess
     import sys
     import time
 
-    sweep = tmp_path / "s5"
-    # Three jobs on the machine's workers: the third must never start once it is stopped.
-    cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", "preset=tiny", "model=fixed",
-           "seed=0,1,2", "hydra.launcher.n_jobs=2", "train.steps=100000",
+    cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", *args,
            f"hydra.sweep.dir={sweep}"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.time() + 240
-        while len(list(sweep.glob("*/checkpoints/last.pt"))) < 2:  # both jobs are training
+        while not ready():
             assert proc.poll() is None, proc.communicate()
-            assert time.time() < deadline, "the jobs did not start training"
-            time.sleep(0.2)
+            assert time.time() < deadline, "the jobs did not get there"
+            time.sleep(0.1)
         workers = _children(proc.pid)
         assert workers
         proc.send_signal(signal.SIGTERM)
@@ -255,9 +252,37 @@ def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
     while any(_alive(pid) for pid in workers):
         assert time.time() < deadline, "worker processes still running after the sweep ended"
         time.sleep(0.2)
+
+
+def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
+    """``kill PID`` of a sweep on the default launcher (hydra/launcher=parallel): every job
+    records itself interrupted and no worker process is left training."""
+    sweep = tmp_path / "s5"
+    # Three jobs on two workers: the third must never start once the sweep is stopped.
+    args = ["preset=tiny", "model=fixed", "seed=0,1,2", "hydra.launcher.n_jobs=2",
+            "train.steps=100000"]  # fmt: skip
+    both_training = lambda: len(list(sweep.glob("*/checkpoints/last.pt"))) == 2  # noqa: E731
+    _stop_sweep(args, sweep, both_training, tmp_path, cli_env)
     jobs = sorted(p.parent for p in sweep.glob("*/status.json"))
     assert len(jobs) == 2, jobs  # the queued job never started
     for job in jobs:
         status = json.loads((job / "status.json").read_text())
         assert status["state"] == "interrupted", status
         assert (job / "checkpoints" / "last.pt").is_file()  # it resumes from here
+
+
+def test_sigterm_during_a_jobs_evaluation_records_it_interrupted(tmp_path, cli_env):
+    sweep = tmp_path / "s6"
+    status = sweep / "0" / "status.json"
+
+    def evaluating() -> bool:  # training is complete, the evaluation (long: eval.n) is not
+        try:
+            return json.loads(status.read_text())["state"] == "complete"
+        except (OSError, ValueError):
+            return False
+
+    args = ["preset=tiny", "model=fixed", "seed=0", "eval.n=20000"]
+    _stop_sweep(args, sweep, evaluating, tmp_path, cli_env)
+    got = json.loads(status.read_text())
+    assert got["state"] == "interrupted" and got["error"].startswith("evaluation: Interrupted")
+    assert not (sweep / "0" / "eval" / "synthetic-greedy").exists()  # no partial evaluation

@@ -23,7 +23,7 @@ from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
-from attnlab.runtime import local_jobs
+from attnlab.runtime import local_jobs, sigterm_as_interrupt
 from attnlab.tasks.train import hydra_run_dir
 from attnlab.training.session import record_objective, train, validation_objective
 
@@ -63,7 +63,8 @@ def evaluation_objective(name: str, eval_dir: Path) -> float:
 def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     metrics = train(cfg, run_dir)
     try:
-        out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
+        with sigterm_as_interrupt():  # a stopped sweep: this job says so, as in training
+            out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
     except BaseException as err:
         requeued = isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes: not a failure
         state = RunStatus.interrupted if requeued else RunStatus.failed
