@@ -83,7 +83,7 @@ def run(
         "strips": total,
         "synth_s": round(synth_s, 2),
         "read_s": round(read_s, 2),
-        "seconds": round(wall, 2),
+        "seconds": round(wall, 3),
         "strips_per_s": round(total / wall, 1),
         "read_strips_per_s": round(total / read_s, 1),
         "mean_reading_tokens": round(steps_total / total, 2),
