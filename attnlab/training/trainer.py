@@ -28,6 +28,7 @@ from attnlab.progress import Progress, use_rich
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
+from attnlab.runs.resume import check_same_config
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
 from attnlab.training.validation import (
@@ -175,18 +176,13 @@ class Trainer:
         )
 
     def resume(self) -> bool:
-        """Load last.pt when there is one; refuse a checkpoint of another model or data."""
+        """Load last.pt when there is one; refuse a command that would compute another run."""
         last = self.run_dir.checkpoint("last")
         if not last.exists():
             return False
         ckpt = checkpoint.load(last)
-        saved, now = ckpt.config, plain_config(self.cfg)
-        for section in ("model", "data"):
-            if saved.get(section) != now[section]:
-                raise UserError(
-                    f"{last}: this run directory holds a checkpoint trained with another "
-                    f"{section} config; use a new run directory (or the same config to resume)"
-                )
+        # every key that changes what the run computes, as the checkpoint was trained with
+        check_same_config(plain_config(ckpt.run_config()), plain_config(self.cfg), last)
         if ckpt.optimizer is None or ckpt.scheduler is None or ckpt.rng is None:
             raise UserError(f"{last}: holds no optimiser, schedule or RNG state to resume from")
         ckpt.load_into(self.model, last)
