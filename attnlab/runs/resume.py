@@ -52,9 +52,12 @@ def hydra_value(value: object) -> str:
 
 
 def _path_value(path: Path) -> str:
-    """A directory as an override value: as it is when Hydra reads it so, else quoted."""
+    """A directory as an override value: as it is when Hydra reads it so, else quoted (in
+    double quotes when it has none, so that the shell's single quotes wrap it whole)."""
     text = str(path)
-    return text if re.fullmatch(r"[\w./:~@%+-]+", text, re.ASCII) else hydra_value(text)
+    if re.fullmatch(r"[\w./:~@%+-]+", text, re.ASCII):
+        return text
+    return f'"{text}"' if '"' not in text and not text.endswith("\\") else hydra_value(text)
 
 
 def _recorded(path: Path) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
 from attnlab.runs.io import write_text
+from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
 from attnlab.runtime import sigterm_as_interrupt
 from attnlab.training.trainer import Trainer, check_training
@@ -88,7 +89,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
                 else:
                     state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
-                log.error("%s at step %d: %s", state.value, trainer.step, reason)
+                hint = _how_to_resume(run) if state is RunStatus.interrupted else ""
+                log.error("%s at step %d: %s%s", state.value, trainer.step, reason, hint)
                 _record(run, state, trainer.step, reason)
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
@@ -99,6 +101,14 @@ def _job_logs(run: RunDir) -> list[Path]:
     """The files of the logging handlers that write into the run (Hydra's job log)."""
     names = [getattr(h, "baseFilename", None) for h in logging.getLogger().handlers]
     return [Path(n) for n in names if n and Path(n).parent == run.path.resolve()]
+
+
+def _how_to_resume(run: RunDir) -> str:
+    """What the interrupt message adds: the command that resumes the run from last.pt."""
+    if not run.checkpoint("last").is_file():
+        return "; no checkpoint yet: training it again starts from step 0"
+    command = resume_command(run.path)
+    return f"; resume with: {command}" if command else "; resumable from last.pt"
 
 
 def _sizes(paths: list[Path]) -> dict[Path, int]:
