@@ -116,8 +116,8 @@ def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = 
 
     if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
         return False
-    root = next((Path(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")), None)
-    root = root or Path("multirun")
+    root = next((_value(a) for a in args if a.startswith("hydra.sweep.dir=")), None)
+    root = Path(root) if isinstance(root, str) else Path("multirun")
     # Hydra's basic sweeper writes multirun.yaml; the Optuna sweeper its optimization results
     markers = ("multirun.yaml", "optimization_results.yaml")
     sweeps = [
@@ -158,3 +158,13 @@ def _resume_hint(job: Path, reason: str) -> str:
         return ""
     command = resume_command(job)
     return f"; resume the sweep with: {command}" if command else ""
+
+
+def _value(override: str) -> object:
+    """An override's value as Hydra reads it (quotes removed); None when it cannot be read."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(override).value()
+    except Exception:  # Hydra itself has said why
+        return None
