@@ -134,13 +134,15 @@ class stop_between_steps:
         return self
 
     def _hold(self, signum, frame):
+        if self.previous.get(signum) is signal.SIG_IGN:  # ignored before (a worker's Ctrl-C)
+            return
         if self.requested is not None:
             self.deliver(signum)
         self.requested = signum
 
     def deliver(self, signum: int | None = None) -> None:
         """Put the handlers back and raise the signal again: their turn now."""
-        signum = signum or self.requested
+        signum, self.requested = signum or self.requested, None
         self._restore()
         if signum is not None:
             signal.raise_signal(signum)
