@@ -162,29 +162,53 @@ def test_sigterm_before_the_first_checkpoint_saves_a_step_that_resumes_to_the_sa
     same_run(trained["attention"], cut)
 
 
-def test_ctrl_c_inside_a_step_saves_that_step_once_it_is_whole(tmp_path):
+def stopped_in_third_step(run: Path, signum: int, ends: type[BaseException]) -> None:
+    """Train in-process, send ``signum`` in the third step before its backward pass, and
+    check that the run ends with ``ends`` and last.pt holds that whole step."""
     from readers_util import tiny_config
 
     from attnlab.runs.rundir import RunDir
     from attnlab.training.trainer import Trainer
 
-    trainer = Trainer(tiny_config("attention"), RunDir(tmp_path))
+    trainer = Trainer(tiny_config("attention"), RunDir(run))
     loss = trainer.loss_fn
 
-    def interrupted_loss(*args):  # Ctrl-C in the third step, before its backward pass
+    def interrupted_loss(*args):
         if trainer.step == 2:
-            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signum)
         return loss(*args)
 
     trainer.loss_fn = interrupted_loss
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(ends):
         trainer.run()
-    ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
     assert ckpt["step"] == 3 and trainer.step == 3
     assert {int(s["step"]) for s in ckpt["optimizer"]["state"].values()} == {3}
     for key, value in trainer.model.state_dict().items():
         assert torch.equal(value, ckpt["model"][key]), key
+
+
+def test_ctrl_c_inside_a_step_saves_that_step_once_it_is_whole(tmp_path):
+    stopped_in_third_step(tmp_path, signal.SIGINT, KeyboardInterrupt)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_under_submitit_its_requeue_handler_runs_once_the_step_is_saved(tmp_path, monkeypatch):
+    """submitit's own handler of its preemption signal (USR2) requeues the job and exits; it
+    runs after last.pt holds the step (SIGTERM is submitit's to log, not ours)."""
+    calls = []
+
+    def requeue(signum, frame):  # as submitit's checkpoint_and_try_requeue ends
+        calls.append((signum, (tmp_path / "checkpoints" / "last.pt").is_file()))
+        sys.exit(-1)
+
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    previous = signal.signal(signal.SIGUSR2, requeue)
+    try:
+        stopped_in_third_step(tmp_path, signal.SIGUSR2, SystemExit)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert calls == [(signal.SIGUSR2, True)]
 
 
 def test_an_interrupted_sweep_says_the_command_that_resumes_it(cli_env, tmp_path):
