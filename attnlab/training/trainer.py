@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from attnlab import runtime
 from attnlab.config import check_experiment, lengths_label, plain_config, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError
@@ -30,13 +31,7 @@ from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
 from attnlab.runs.resume import check_same_config
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import (
-    autocast,
-    bf16_autocast,
-    resolve_device,
-    set_threads,
-    stop_between_steps,
-)
+from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
 from attnlab.training.validation import (
     log_validation,
     validate,
@@ -319,16 +314,17 @@ class Trainer:
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
         progress = Progress(t.steps, self.step, use_rich(t.progress))
         try:
-            with stop_between_steps() as stop:  # Ctrl-C, SIGTERM: held until a step is whole
+            with runtime.stop_between_steps() as stop:  # Ctrl-C, SIGTERM: after a whole step
                 self.loop(progress, stop, on_step)
         finally:
             progress.close()
             self.writer.flush()
         return self.finish()
 
-    def loop(self, progress: Progress, stop: stop_between_steps, on_step: Callable | None) -> None:
+    def loop(self, progress: Progress, stop: Any, on_step: Callable | None) -> None:
         """The steps, each with its logging, validation and checkpoint; a stop asked for
-        during one saves last.pt once it is whole, then ends the run as the signal would."""
+        during one (``runtime.stop_between_steps``) saves last.pt once it is whole, then ends
+        the run as the signal would."""
         t = self.cfg.train
         start_time, start_step = time.time(), self.step
         lap = start_time
