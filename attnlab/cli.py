@@ -19,6 +19,7 @@ import typer
 
 from attnlab import __version__
 from attnlab.errors import UserError, one_line
+from attnlab.runs.resume import hydra_value
 
 FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -54,17 +55,6 @@ def _one_line(err: BaseException) -> str:
                 seen.add(line.split(" (key: ")[0])
         cause = cause.__cause__
     return ": ".join(parts)
-
-
-def hydra_value(value: object) -> str:
-    """A path or name as a quoted Hydra override value, so that spaces, commas, quotes,
-    brackets and non-ASCII characters reach the task unchanged (paths are data)."""
-    import re
-
-    text = str(value)
-    # Hydra reads a backslash as an escape only before a quote or at the end of the string.
-    body = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text)
-    return f"'{body}'"
 
 
 class _Once(logging.Filter):

@@ -115,3 +115,51 @@ class sigterm_as_interrupt:
     def __exit__(self, *exc):
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
+
+
+class stop_between_steps:
+    """Ctrl-C and SIGTERM (under submitit, its preemption and time-limit signal instead: its
+    own handler checkpoints the job and requeues it) while the training loop runs are held
+    until the step in progress is whole: ``requested`` is the signal that came, and
+    ``deliver()``, once the loop has saved last.pt, hands it on as if it came then
+    (KeyboardInterrupt, ``Interrupted``, submitit's requeue). A second one is handed on at
+    once. Outside the main thread nothing is held."""
+
+    def __enter__(self) -> stop_between_steps:
+        self.requested: int | None = None
+        self.previous: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in _stop_signals():
+                self.previous[signum] = signal.signal(signum, self._hold)
+        return self
+
+    def _hold(self, signum, frame):
+        if self.previous.get(signum) is signal.SIG_IGN:  # ignored before (a worker's Ctrl-C)
+            return
+        if self.requested is not None:
+            self.deliver(signum)
+        self.requested = signum
+
+    def deliver(self, signum: int | None = None) -> None:
+        """Put the handlers back and raise the signal again: their turn now."""
+        signum, self.requested = signum or self.requested, None
+        self._restore()
+        if signum is not None:
+            signal.raise_signal(signum)
+
+    def _restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self.previous = {}
+
+    def __exit__(self, *exc):
+        self._restore()
+
+
+def _stop_signals() -> list[int]:
+    """SIGINT, and SIGTERM or, under submitit, its requeue signal (SUBMITIT_PREEMPT_SIGNAL,
+    USR2 by default; submitit only logs SIGTERM)."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return [signal.SIGINT, signal.SIGTERM]
+    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+    return [signal.SIGINT, getattr(signal, f"SIG{name}", signal.SIGUSR2)]

@@ -275,8 +275,9 @@ def test_running_stale_and_interrupted_status(tmp_path):
         "stale: status says running at step 700 but no process holds the run"
     )
     assert runs["stopped"].status == "interrupted"
-    assert runs["stopped"].problems[0] == (
-        "interrupted (SIGTERM) at step 700; resumable from last.pt"
+    assert runs["stopped"].problems[0] == (  # with the command that resumes it
+        "interrupted (SIGTERM) at step 700; resumable from last.pt: attnlab train "
+        f"hydra.run.dir={tmp_path / 'stopped'}"
     )
     for status in ("running", "stale", "interrupted"):
         assert f'class="badge {status}"' in page

@@ -193,7 +193,7 @@ def test_a_folder_run_resumes_bit_identically_after_a_kill(
     assert sum(f"image-{i:09d}" in readings for i in range(1, 51)) == len(held)
 
 
-def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path, fifty):
+def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_path, fifty):
     from attnlab.errors import UserError
     from attnlab.runs.rundir import RunDir
     from attnlab.training.trainer import Trainer
@@ -203,15 +203,21 @@ def test_fine_tuning_on_another_charset_reinitialises_the_output_layer(tmp_path,
     before = torch.load(src / "checkpoints" / "best.pt", weights_only=True)["model"]
     args = ("data=folder", f"data.path={fifty['folder']}", "data.charset=0123456789AB")
     tuned = Trainer(tiny_config("attention", *args, f"init_from={src}"), RunDir(tmp_path / "t"))
-    fresh = set(tuned.started_from["reinitialised"])
+    fresh = set(tuned.started_from["mapped_by_character"])
     after = tuned.model.state_dict()
     # The layers sized by the vocabulary (13 -> 15 tokens; the CTC head's classes when it has
-    # one), no other: the output layer and the token embedding.
+    # one), no other, are mapped by character: the output layer and the token embedding; the
+    # rows of A and B (the last two) are new (tests/test_record.py checks the rows).
     aux = {k for k in after if k.startswith("ctc_head.")}
     assert fresh == {"out.weight", "out.bias", "embed.weight"} | aux
+    assert (
+        tuned.started_from["reinitialised"] == [] and tuned.started_from["new_characters"] == "AB"
+    )
     for key, value in after.items():
         if key not in fresh:
             assert torch.equal(value, before[key]), key
+        elif not key.startswith("ctc_head."):  # the CTC head's blank is its last row
+            assert torch.equal(value[:-2], before[key]), key
     assert after["out.weight"].shape[0] == before["out.weight"].shape[0] + 2
     assert tuned.checkpoint().init_from["path"] == str((src / "checkpoints" / "best.pt").resolve())
 

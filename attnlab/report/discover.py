@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from attnlab.config import lengths_label, seen_lengths
 from attnlab.evaluation.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
 from attnlab.report.reader_styles import UNKNOWN
+from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import (
     CHECKPOINTS,
     EVAL,
@@ -187,11 +188,10 @@ def _read_status(run: RunDir, info: RunInfo) -> None:
         reason = status.error or "interrupted"  # train.py writes "interrupted (SIGTERM)"
         if not reason.startswith("interrupted"):
             reason = f"interrupted: {reason}"
-        resume = (
-            "resumable from last.pt"
-            if run.checkpoint("last").is_file()
-            else "no checkpoint yet: training it again starts from step 0"
-        )
+        resume = "no checkpoint yet: training it again starts from step 0"
+        if run.checkpoint("last").is_file():
+            command = resume_command(run.path)  # None: a run made outside Hydra
+            resume = "resumable from last.pt" + (f": {command}" if command else "")
         info.problems.append(f"{reason} at step {status.step}; {resume}")
     elif status.state is RunStatus.running and run.lock_holder() is None:
         info.status = "stale"

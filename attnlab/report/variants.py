@@ -1,9 +1,10 @@
 """Runs -> variants: which runs are seeds of one configuration, and what each one is called.
 
 Two runs are seeds of one variant only when their composed configs (``.hydra/config.yaml``)
-are equal apart from ``seed`` and the keys in `NEUTRAL_KEYS`, the short declared list of keys
-that cannot change a result (where it runs, how it reports progress). Every other key counts,
-including keys a run's config lacks (an older attnlab): when in doubt, a key counts.
+are equal apart from ``seed`` and the keys in `attnlab.config.keys.NEUTRAL_KEYS`, the short
+declared list of keys that cannot change a result (where it runs, how it reports progress).
+Every other key counts, including keys a run's config lacks (an older attnlab): when in
+doubt, a key counts.
 
 A variant is named by its reader and the keys that differ among that reader's runs trained
 on the same lengths, e.g. ``fixed · model.hidden=16``; with nothing swept but the seed it is
@@ -21,40 +22,15 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from attnlab.config.keys import NEUTRAL_KEYS, flatten
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key
 
-# Keys that cannot change a number the report shows. Anything not listed counts.
-NEUTRAL_KEYS = (
-    "seed",  # the seeds of a variant: counted, not compared
-    "train.device",  # where it ran (auto | cpu | cuda:N)
-    "train.threads",  # CPU threads (1- and 2-thread CPU runs differ slightly: float sums in
-    # another order; the report's run table shows each run's)
-    "train.progress",  # progress display
-    "train.log_every",  # logging cadence
-    "train.checkpoint_every",  # checkpoint cadence (a resume continues the same run)
-    "train.examples_shown",  # lines printed at each validation
-    "train.maps_logged",  # TensorBoard images
-    "train.objective",  # what a sweeper is told, not what is trained
-    "eval.batch_size",  # strips per forward pass (readings are padding-independent: tested)
-    "eval.maps_k",  # how many maps are drawn
-    "eval.map_lengths",
-    "eval.head_maps",
-    "eval.failures_shown",  # lines printed
-    "eval.explore_n",  # how many strips the report's explorer keeps
-)
+# The keys that do not make a variant: the seed (the seeds of a variant are counted, not
+# compared) and the keys that cannot change a result (attnlab.config.keys).
+IGNORED_KEYS = ("seed", *NEUTRAL_KEYS)
 SEP = " · "  # between the reader and the keys of a variant's label
 UNSET = "<unset>"  # a key that a run's config lacks
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, str]:
-    """Dotted keys -> canonical JSON text of each leaf (lists are leaves)."""
-    if isinstance(node, dict):
-        out: dict[str, str] = {}
-        for key, value in node.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: json.dumps(node, sort_keys=True, default=str)}
 
 
 def flat_config(config_text: str) -> dict[str, str] | None:
@@ -67,7 +43,7 @@ def flat_config(config_text: str) -> dict[str, str] | None:
         plain = OmegaConf.to_container(cfg, resolve=True)
     except Exception:  # an interpolation that no longer resolves: compare the text as written
         plain = OmegaConf.to_container(cfg, resolve=False)
-    return _flatten(plain) if isinstance(plain, dict) else None
+    return flatten(plain) if isinstance(plain, dict) else None
 
 
 # The seen lengths count as the set they name, however configured (a range or a set).
@@ -77,7 +53,7 @@ SEEN_KEYS = ("data.train_lengths", "data.train_length_set")
 def identity(flat: dict[str, str], train: str) -> dict[str, str]:
     """The keys that make a variant: every key but the seed and `NEUTRAL_KEYS`, with the
     seen lengths as the set `train` names."""
-    out = {k: v for k, v in flat.items() if k not in NEUTRAL_KEYS and k not in SEEN_KEYS}
+    out = {k: v for k, v in flat.items() if k not in IGNORED_KEYS and k not in SEEN_KEYS}
     out["seen lengths"] = json.dumps(train)
     return out
 

@@ -22,6 +22,7 @@ from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.evaluation.metrics import TOTAL
+from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
 from attnlab.runtime import local_jobs, sigterm_as_interrupt
 from attnlab.tasks.train import hydra_run_dir
@@ -115,8 +116,8 @@ def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = 
 
     if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
         return False
-    root = next((Path(a.split("=", 1)[1]) for a in args if a.startswith("hydra.sweep.dir=")), None)
-    root = root or Path("multirun")
+    root = next((_value(a) for a in args if a.startswith("hydra.sweep.dir=")), None)
+    root = Path(root) if isinstance(root, str) else Path("multirun")
     # Hydra's basic sweeper writes multirun.yaml; the Optuna sweeper its optimization results
     markers = ("multirun.yaml", "optimization_results.yaml")
     sweeps = [
@@ -133,7 +134,8 @@ def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = 
         echo(f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete")
         for job, reason in failed:
             logs = [str(p) for p in job_logs(job, sweep)]
-            echo(f"  FAILED {job}: {reason}\n    logs: {', '.join(logs) or job}")
+            echo(f"  FAILED {job}: {reason}{_resume_hint(job, reason)}")
+            echo(f"    logs: {', '.join(logs) or job}")
         bad = bad or bool(failed)
         if done:
             from attnlab.report import discover_runs
@@ -145,3 +147,24 @@ def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = 
                 echo(line)
             echo(f"next: attnlab report {sweep}")
     return bad
+
+
+def _resume_hint(job: Path, reason: str) -> str:
+    """For a job stopped with its last.pt kept: the command that resumes its sweep."""
+    if (
+        not reason.startswith(("interrupted", "killed"))
+        or not RunDir(job).checkpoint("last").is_file()
+    ):
+        return ""
+    command = resume_command(job)
+    return f"; resume the sweep with: {command}" if command else ""
+
+
+def _value(override: str) -> object:
+    """An override's value as Hydra reads it (quotes removed); None when it cannot be read."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(override).value()
+    except Exception:  # Hydra itself has said why
+        return None

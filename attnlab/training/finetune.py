@@ -1,11 +1,14 @@
 """``attnlab train init_from=RUN_OR_CHECKPOINT``: start from a trained reader's weights.
 
 Every tensor of the new reader that the source checkpoint holds with the same name and
-shape is copied; the others keep their fresh initialisation and are listed in one line
-(for another charset: the layers sized by the vocabulary, i.e. the output layer, the token
-embedding and the auxiliary CTC head). The encoder must fit as it is: a config that differs
-from the source run's in the encoder's shape is refused in one line naming the key. The
-checkpoint is read with ``weights_only=True`` (``attnlab.runs.checkpoint.load``).
+shape is copied; the others keep their fresh initialisation and are listed in one line.
+The tensors tied to the vocabulary (each reader's output layer, token embedding, CTC
+head: found by building the reader for one character more) are compared by charset, not by
+shape: their rows are mapped by character, the special tokens' rows (PAD, BOS, EOS; the
+CTC blank) kept, and the rows of characters the source never read re-initialised and
+listed. The encoder must fit as it is: a config that differs from the source run's in the
+encoder's shape is refused in one line naming the key, and so is a source with non-finite
+weights. The checkpoint is read with ``weights_only=True`` (``attnlab.runs.checkpoint.load``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 import torch
 
 from attnlab.errors import UserError
+from attnlab.models import registry
+from attnlab.models.tokens import DIGIT0
 from attnlab.runs import checkpoint
 
 log = logging.getLogger("attnlab.train")
@@ -32,6 +37,44 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
     ckpt = checkpoint.load(path)
     before = ckpt.run_config()
     what = f"init_from={source}"
+    _check_encoder(before, cfg, what)
+    saved: dict[str, torch.Tensor] = ckpt.model
+    _check_finite(saved, f"{what}: {path}")
+    own = model.state_dict()
+    for key, value in own.items():  # a reader whose encoder is built another way
+        if key.startswith("encoder.") and (key not in saved or saved[key].shape != value.shape):
+            raise UserError(f"{what}: the source's encoder has no tensor {key} of this shape")
+    old_chars, new_chars = str(before.data.charset), str(cfg.data.charset)
+    tied = vocab_dims(cfg.model, int(cfg.data.height), new_chars)
+    fits = {
+        k: v for k, v in saved.items() if k in own and k not in tied and v.shape == own[k].shape
+    }
+    for key, dim in tied.items():
+        if key in saved and _same_but(saved[key].shape, own[key].shape, dim):
+            fits[key] = map_rows(saved[key], own[key], dim, old_chars, new_chars)
+    fresh = [k for k in own if k not in fits]
+    model.load_state_dict({**own, **fits})
+    layers = sorted({k.rsplit(".", 1)[0] for k in fresh})
+    new = "".join(c for c in new_chars if c not in old_chars)
+    mapped = sorted(k for k in tied if k in fits)
+    log.info(
+        "initialised from %s (a %s reader at step %s): %d of %d tensors; rows mapped by "
+        "character in %s; new characters (rows re-initialised): %s; re-initialised: %s",
+        path, ckpt.reader, ckpt.step, len(fits), len(own), ", ".join(mapped) or "none",
+        repr(new) if new else "none", ", ".join(layers) if layers else "none",
+    )  # fmt: skip
+    return {
+        "path": str(path.resolve()),
+        "reader": ckpt.reader,
+        "step": int(ckpt.step),
+        "charset": old_chars,
+        "reinitialised": fresh,
+        "mapped_by_character": mapped,
+        "new_characters": new,
+    }
+
+
+def _check_encoder(before: Any, cfg: Any, what: str) -> None:
     if int(before.data.height) != int(cfg.data.height):
         raise UserError(
             f"{what}: data.height={cfg.data.height} but the source run's is "
@@ -46,24 +89,62 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
                 f"{what}: model.{key}={new} but the source run's is {old}: the encoder's "
                 f"shape must be the source's (leave model.{key} as it was)"
             )
-    saved: dict[str, torch.Tensor] = ckpt.model
-    own = model.state_dict()
-    for key, value in own.items():  # a reader whose encoder is built another way
-        if key.startswith("encoder.") and (key not in saved or saved[key].shape != value.shape):
-            raise UserError(f"{what}: the source's encoder has no tensor {key} of this shape")
-    fits = {k: v for k, v in saved.items() if k in own and v.shape == own[k].shape}
-    fresh = [k for k in own if k not in fits]
-    model.load_state_dict({**own, **fits})
-    layers = sorted({k.rsplit(".", 1)[0] for k in fresh})
-    log.info(
-        "initialised from %s (a %s reader at step %s): %d of %d tensors; re-initialised: %s",
-        path, ckpt.reader, ckpt.step, len(fits), len(own),
-        ", ".join(layers) if layers else "none",
-    )  # fmt: skip
-    return {
-        "path": str(path.resolve()),
-        "reader": ckpt.reader,
-        "step": int(ckpt.step),
-        "charset": str(before.data.charset),
-        "reinitialised": fresh,
-    }
+
+
+def _check_finite(saved: dict[str, torch.Tensor], where: str) -> None:
+    """A source with NaN or infinite weights cannot be started from: named as such (not as
+    a non-finite loss a few steps later, blamed on the learning rate)."""
+    for key, value in saved.items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise UserError(
+                f"{where}: the source holds non-finite weights ({key}: {bad} of "
+                f"{value.numel()} values NaN or infinite); start from another checkpoint"
+            )
+
+
+def vocab_dims(model_cfg: Any, height: int, charset: str) -> dict[str, int]:
+    """Each tensor tied to the vocabulary, with the dimension it is sized by: the ones that
+    grow when the reader is built (on the meta device) for one character more."""
+    extra = next(c for c in "\ue000\ue001" if c not in charset)  # private use: in no font
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        now = registry.build(model_cfg, height, charset).state_dict()
+        more = registry.build(model_cfg, height, charset + extra).state_dict()
+    out = {}
+    for key, value in now.items():
+        grown = [
+            i for i, (a, b) in enumerate(zip(value.shape, more[key].shape, strict=True)) if a != b
+        ]
+        if grown:
+            out[key] = grown[0]
+    return out
+
+
+def _same_but(a: torch.Size, b: torch.Size, dim: int) -> bool:
+    return len(a) == len(b) and all(
+        x == y for i, (x, y) in enumerate(zip(a, b, strict=True)) if i != dim
+    )
+
+
+def _rows(charset: str, size: int) -> dict[Any, int]:
+    """The row of each character and special token in a vocabulary of ``size`` rows: the
+    step-wise readers' PAD, BOS, EOS first (attnlab.models.tokens), the CTC blank last."""
+    extra = size - len(charset)
+    lead = DIGIT0 if extra == DIGIT0 else 0
+    rows: dict[Any, int] = {("special", i): i for i in range(lead)}
+    rows.update({c: lead + i for i, c in enumerate(charset)})
+    rows.update({("tail", j): lead + len(charset) + j for j in range(extra - lead)})
+    return rows
+
+
+def map_rows(
+    src: torch.Tensor, fresh: torch.Tensor, dim: int, old_chars: str, new_chars: str
+) -> torch.Tensor:
+    """``fresh`` with the source's rows (along ``dim``) of every character and special token
+    both vocabularies hold; the rows of new characters stay as initialised."""
+    out = fresh.clone()
+    old = _rows(old_chars, src.shape[dim])
+    for key, row in _rows(new_chars, fresh.shape[dim]).items():
+        if key in old:
+            out.select(dim, row).copy_(src.select(dim, old[key]))
+    return out

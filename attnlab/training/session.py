@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
 from attnlab.runs.io import write_text
-from attnlab.runs.rundir import RunDir, RunStatus
+from attnlab.runs.resume import resume_command
+from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
 from attnlab.runtime import sigterm_as_interrupt
 from attnlab.training.trainer import Trainer, check_training
 
@@ -52,21 +54,28 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
         raise
     lock = run.lock("train")
-    was_there = {lock.path, *_job_logs(run)}
-    was_there = {f for f in was_there if f.exists()}
+    was_there = _sizes([lock.path, *_job_logs(run)])
     with lock:
         fresh = not run.status_file.exists()
         try:
             trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
         except BaseException as err:
             if fresh and not _is_multirun():  # the CLI says why on stderr; no trace here
-                _leave_nothing(run, lock.path, was_there)
+                _leave_as_it_was(run, lock.path, was_there)
                 raise
             log.error("refused: %s", one_line(err))
             if fresh:  # a sweep job that never started: the sweep summary lists it
                 write_hydra_files(run, cfg)
                 _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
             raise
+        if _is_finished(run, trainer):  # asked again: the run stays exactly as it was
+            log.warning(
+                "nothing to train: %s is complete at step %d (train.steps=%d); it is left as "
+                "it was (a larger train.steps trains on)", run.path, trainer.step,
+                cfg.train.steps,
+            )  # fmt: skip
+            _leave_as_it_was(run, lock.path, was_there)
+            return run.read_metrics().__dict__
         if cfg.train.threads <= 0:  # recorded as the number this job ran with
             cfg.train.threads = torch.get_num_threads()
         write_hydra_files(run, cfg)  # accepted: this command's config is the run's
@@ -80,7 +89,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                     state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
                 else:
                     state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
-                log.error("%s at step %d: %s", state.value, trainer.step, reason)
+                hint = _how_to_resume(run) if state is RunStatus.interrupted else ""
+                log.error("%s at step %d: %s%s", state.value, trainer.step, reason, hint)
                 _record(run, state, trainer.step, reason)
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
@@ -93,16 +103,46 @@ def _job_logs(run: RunDir) -> list[Path]:
     return [Path(n) for n in names if n and Path(n).parent == run.path.resolve()]
 
 
-def _leave_nothing(run: RunDir, lock_file: Path, was_there: set[Path]) -> None:
-    """A fresh run refused (not a sweep job): remove what this command made in it, the lock
-    file and the job log a record before the refusal opened (Hydra's file handler is lazy,
-    conf/hydra/job_logging/delayed.yaml: the log exists only once something is logged, e.g.
-    a warning about an image), so that the run directory is left as it was."""
+def _how_to_resume(run: RunDir) -> str:
+    """What the interrupt message adds: the command that resumes the run from last.pt."""
+    if not run.checkpoint("last").is_file():
+        return "; no checkpoint yet: training it again starts from step 0"
+    command = resume_command(run.path)
+    return f"; resume with: {command}" if command else "; resumable from last.pt"
+
+
+def _sizes(paths: list[Path]) -> dict[Path, int]:
+    """The files among ``paths`` that exist, with their sizes (``_leave_as_it_was``)."""
+    return {p: p.stat().st_size for p in paths if p.exists()}
+
+
+def _is_finished(run: RunDir, trainer: Trainer) -> bool:
+    """A complete run asked again for no more steps than it has done."""
+    if not trainer.resumed or trainer.step < trainer.cfg.train.steps:
+        return False
+    try:
+        return run.read_status().state is RunStatus.complete and run.metrics_file.is_file()
+    except RunFileError:
+        return False
+
+
+def _leave_as_it_was(run: RunDir, lock_file: Path, was_there: dict[Path, int]) -> None:
+    """A command that changes nothing in the run (refused in a fresh run, not a sweep job; or
+    a finished run asked again): remove the lock file and the job logs it made, and cut the
+    job logs that were there back to their size. Hydra's file handler is lazy
+    (conf/hydra/job_logging/delayed.yaml: the log exists only once something is logged, e.g.
+    a warning about an image) and appends, so the files are left as they were."""
     for handler in logging.getLogger().handlers:
         name = getattr(handler, "baseFilename", None)
-        if name and Path(name) in set(_job_logs(run)) - was_there and Path(name).exists():
+        path = Path(name) if name else None
+        if path is None or path not in set(_job_logs(run)) or not path.exists():
+            continue
+        if path in was_there:
+            handler.flush()
+            os.truncate(path, was_there[path])
+        else:
             handler.close()
-            Path(name).unlink()
+            path.unlink()
     if lock_file not in was_there:
         lock_file.unlink(missing_ok=True)  # still held: a racing command takes a new one
 

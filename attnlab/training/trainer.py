@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from attnlab import runtime
 from attnlab.config import check_experiment, lengths_label, plain_config, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError
@@ -28,6 +29,7 @@ from attnlab.progress import Progress, use_rich
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
+from attnlab.runs.resume import check_same_config
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
 from attnlab.training.validation import (
@@ -175,18 +177,13 @@ class Trainer:
         )
 
     def resume(self) -> bool:
-        """Load last.pt when there is one; refuse a checkpoint of another model or data."""
+        """Load last.pt when there is one; refuse a command that would compute another run."""
         last = self.run_dir.checkpoint("last")
         if not last.exists():
             return False
         ckpt = checkpoint.load(last)
-        saved, now = ckpt.config, plain_config(self.cfg)
-        for section in ("model", "data"):
-            if saved.get(section) != now[section]:
-                raise UserError(
-                    f"{last}: this run directory holds a checkpoint trained with another "
-                    f"{section} config; use a new run directory (or the same config to resume)"
-                )
+        # every key that changes what the run computes, as the checkpoint was trained with
+        check_same_config(plain_config(ckpt.run_config()), plain_config(self.cfg), last)
         if ckpt.optimizer is None or ckpt.scheduler is None or ckpt.rng is None:
             raise UserError(f"{last}: holds no optimiser, schedule or RNG state to resume from")
         ckpt.load_into(self.model, last)
@@ -315,41 +312,56 @@ class Trainer:
         if self.step == 0:
             self.last_val = self.validate()
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
-        start_time, start_step = time.time(), self.step
-        lap = start_time
         progress = Progress(t.steps, self.step, use_rich(t.progress))
         try:
-            while self.step < t.steps:
-                loss = self.advance()
-                if on_step is not None:
-                    on_step(self.step, loss)
-                lr = self.sched.get_last_lr()[0]
-                progress.update(self.step, loss, self.last_val.get("exact_acc"))
-                if self.step % t.log_every == 0 or self.step == t.steps:
-                    self.writer.add_scalar("train/loss", loss, self.step)
-                    self.writer.add_scalar("train/lr", lr, self.step)
-                    self.record(loss=loss, lr=lr)
-                    if not progress.rich:
-                        done = (self.step - start_step) * t.batch_size * t.accumulate
-                        rate = done / max(1e-9, time.time() - start_time)
-                        log.info(
-                            "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
-                            self.step, t.steps, loss, lr, rate,
-                        )  # fmt: skip
-                if self.step % t.val_every == 0 or self.step == t.steps:
-                    self.last_val = self.validate()
-                    self.record(
-                        val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"]
-                    )
-                    if self.last_val["exact_acc"] > self.best.exact_acc:
-                        self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
-                        self.save("best")
-                if self.step % t.checkpoint_every == 0 or self.step == t.steps:
-                    self.checkpoint_now(lap)
-                    lap = time.time()
+            with runtime.stop_between_steps() as stop:  # Ctrl-C, SIGTERM: after a whole step
+                self.loop(progress, stop, on_step)
         finally:
             progress.close()
             self.writer.flush()
+        return self.finish()
+
+    def loop(self, progress: Progress, stop: Any, on_step: Callable | None) -> None:
+        """The steps, each with its logging, validation and checkpoint; a stop asked for
+        during one (``runtime.stop_between_steps``) saves last.pt once it is whole, then ends
+        the run as the signal would."""
+        t = self.cfg.train
+        start_time, start_step = time.time(), self.step
+        lap = start_time
+        while self.step < t.steps:
+            loss = self.advance()
+            if on_step is not None:
+                on_step(self.step, loss)
+            lr = self.sched.get_last_lr()[0]
+            progress.update(self.step, loss, self.last_val.get("exact_acc"))
+            if self.step % t.log_every == 0 or self.step == t.steps:
+                self.writer.add_scalar("train/loss", loss, self.step)
+                self.writer.add_scalar("train/lr", lr, self.step)
+                self.record(loss=loss, lr=lr)
+                if not progress.rich:
+                    done = (self.step - start_step) * t.batch_size * t.accumulate
+                    rate = done / max(1e-9, time.time() - start_time)
+                    log.info(
+                        "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
+                        self.step, t.steps, loss, lr, rate,
+                    )  # fmt: skip
+            if self.step % t.val_every == 0 or self.step == t.steps:
+                self.last_val = self.validate()
+                self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
+                if self.last_val["exact_acc"] > self.best.exact_acc:
+                    self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
+                    self.save("best")
+            saved = self.step % t.checkpoint_every == 0 or self.step == t.steps
+            if saved or stop.requested is not None:
+                self.checkpoint_now(lap)
+                lap = time.time()
+            if stop.requested is not None:
+                log.warning("stopped at step %d: last.pt saved", self.step)
+                stop.deliver()
+
+    def finish(self) -> dict[str, Any]:
+        """metrics.json and the history of a run trained to its end; its metrics."""
+        t = self.cfg.train
         strips = self.trained_steps * t.batch_size * t.accumulate
         metrics = TrainMetrics(
             reader=self.model.name,

@@ -1,0 +1,45 @@
+"""Which config keys change what a run computes, declared once.
+
+`NEUTRAL_KEYS` cannot change a number a run computes or reports (where it runs, how it
+reports progress): the seeds of one variant may differ in them (attnlab.report.variants),
+and a run asked again into its own directory may change them (`RESUMABLE`). Every
+other key counts, including keys one side lacks (an older attnlab): when in doubt, a key
+counts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NEUTRAL_KEYS = (
+    "train.device",  # where it ran (auto | cpu | cuda:N)
+    "train.threads",  # CPU threads (1- and 2-thread CPU runs differ slightly: float sums in
+    # another order; the report's run table shows each run's)
+    "train.progress",  # progress display
+    "train.log_every",  # logging cadence
+    "train.checkpoint_every",  # checkpoint cadence (a resume continues the same run)
+    "train.examples_shown",  # lines printed at each validation
+    "train.maps_logged",  # TensorBoard images
+    "train.objective",  # what a sweeper is told, not what is trained
+    "eval.batch_size",  # strips per forward pass (readings are padding-independent: tested)
+    "eval.maps_k",  # how many maps are drawn
+    "eval.map_lengths",
+    "eval.head_maps",
+    "eval.failures_shown",  # lines printed
+    "eval.explore_n",  # how many strips the report's explorer keeps
+)
+
+# What a run asked again into its own directory may change (attnlab.runs.resume): the keys
+# above, and train.steps (a larger value trains on from the checkpoint).
+RESUMABLE = (*NEUTRAL_KEYS, "train.steps")
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted keys -> canonical JSON text of each leaf (lists are leaves)."""
+    if isinstance(node, dict):
+        out: dict[str, str] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: json.dumps(node, sort_keys=True, default=str)}
