@@ -9,7 +9,9 @@ import hashlib
 import json
 import os
 import shutil
+import unicodedata
 
+import lmdb
 import pytest
 import torch
 from PIL import Image, ImageOps
@@ -17,7 +19,7 @@ from readers_util import tiny_config
 
 from attnlab.data.dedup import image_key
 from attnlab.data.folder import export_folder
-from attnlab.data.source_train import held_out
+from attnlab.data.source_train import held_out, load_labelled
 from attnlab.data.sources import decode_all, export_lmdb, open_source
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
@@ -198,3 +200,87 @@ def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_cli)
     res = attnlab_cli("train", *args, "train.steps=4", cwd=tmp_path)
     assert res.returncode == 2 and "labels changed in place" in res.stderr, res.stderr
     assert _files(run) == before
+
+
+# -- 5. an LMDB's evaluation name ------------------------------------------------------------
+
+
+def test_a_relabelled_lmdb_gets_its_own_evaluation_name(tmp_path, strips):
+    from attnlab.evaluation.evaluate import folder_digest
+
+    d = tiny_config("attention").data
+    path = export_lmdb(strips, tmp_path / "lm")
+    before = folder_digest(path, load_labelled(path, d.height, print, d.crop, d.charset)[0])
+    env = lmdb.open(str(path), map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        old = txn.get(b"label-000000001").decode()
+        txn.put(b"label-000000001", ("1" if old != "1" else "2").encode())
+    env.close()
+    after = folder_digest(path, load_labelled(path, d.height, print, d.crop, d.charset)[0])
+    assert before != after
+
+
+# -- 8. list files naming files outside their folder -----------------------------------------
+
+
+@pytest.mark.parametrize("outside", ["../x.png", "ABS"])
+def test_a_list_file_naming_a_file_outside_its_folder_is_refused(tmp_path, src, outside):
+    name = (src / "labels.csv").read_text().splitlines()[1].split(",")[0]
+    shutil.copyfile(src / name, tmp_path / "x.png")
+    entry = str(tmp_path / "x.png") if outside == "ABS" else outside
+    (src / "out.txt").write_text(f"{name}\t1\n{entry}\t7\n")
+    for load in (open_source, lambda p: load_labelled(p, 32, print, False, "0123456789")):
+        with pytest.raises(UserError, match=r"out\.txt:2: .* lies outside .*allow_outside"):
+            load(src / "out.txt")
+    assert len(open_source(src / "out.txt", allow_outside=True)) == 2  # eval.allow_outside
+
+
+# -- 10. LMDB counts -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["²", "-3", "4x", ""])
+def test_a_bad_lmdb_count_names_the_file_the_key_and_the_value(tmp_path, strips, value):
+    path = export_lmdb(strips, tmp_path / "lm")
+    env = lmdb.open(str(path), map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        txn.put(b"num-samples", value.encode())
+    env.close()
+    with pytest.raises(UserError) as err:
+        open_source(path)
+    assert str(err.value) == (
+        f"{path / 'data.mdb'}: num-samples is {value!r}, not a count (ASCII digits 0-9)"
+    )
+
+
+# -- smaller: NFD labels, very wide images, FIFOs ------------------------------------------
+
+
+def test_an_nfd_label_is_read_as_nfc(tmp_path, src):
+    name = (src / "labels.csv").read_text().splitlines()[1].split(",")[0]
+    nfd = unicodedata.normalize("NFD", "é1")
+    (src / "nfd.txt").write_text(f"{name}\t{nfd}\n")
+    assert len(nfd) == 3
+    (entry,) = open_source(src / "nfd.txt").entries
+    assert entry.label == "é1" and len(entry.label) == 2
+
+
+def test_a_very_wide_image_is_refused_by_name(tmp_path, src):
+    Image.new("L", (20_000, 32), 255).save(src / "wide.png")
+    with open(src / "labels.csv", "a") as f:
+        f.write("wide.png,5\n")
+    with pytest.raises(UserError) as err:
+        _trainer(tmp_path, src)
+    msg = str(err.value)
+    h = tiny_config("attention").data.height
+    assert "labels.csv:42" in msg and "'wide.png'" in msg and f"bound of {8 * h}" in msg
+
+
+def test_a_fifo_is_not_a_regular_file(tmp_path, src):
+    os.mkfifo(src / "pipe.png")
+    (src / "fifo.txt").write_text("pipe.png\t1\n")
+    with pytest.raises(UserError, match="fifo.txt:1: image file 'pipe.png' .* not a regular"):
+        open_source(src / "fifo.txt")
+    with open(src / "labels.csv", "a") as f:
+        f.write("pipe.png,1\n")
+    with pytest.raises(UserError, match="labels.csv:42: .* not a regular file"):
+        open_source(src)
