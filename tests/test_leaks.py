@@ -272,7 +272,7 @@ def test_a_very_wide_image_is_refused_by_name(tmp_path, src):
         _trainer(tmp_path, src)
     msg = str(err.value)
     h = tiny_config("attention").data.height
-    assert "labels.csv:42" in msg and "'wide.png'" in msg and f"bound of {8 * h}" in msg
+    assert "labels.csv:42" in msg and "'wide.png'" in msg and f"bound of {16 * h}" in msg
 
 
 def test_a_fifo_is_not_a_regular_file(tmp_path, src):
