@@ -150,10 +150,16 @@ def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_cli):
 
 def test_a_label_too_long_is_refused_or_skipped(tmp_path, attnlab_cli):
     folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
+    for i in range(10):  # ten distinct inks (identical strips would count once)
+        _strip(folder / f"s{i}.png", label_width=40 + 4 * i)
     _strip(folder / "narrow.png", label_width=4, ink=False)  # 4 px: 2 columns at stride 2
     with open(folder / "labels.csv", "a") as f:
         f.write("narrow.png,123\n")
-    val = f"data.val_path={folder}"  # validation from elsewhere: every strip trains
+    other = tmp_path / "other"
+    other.mkdir()
+    _strip(other / "v.png", label_width=90)
+    (other / "labels.csv").write_text("filename,label\nv.png,12\n")
+    val = f"data.val_path={other}"  # validation from elsewhere: every strip trains
     err = _refused(attnlab_cli, tmp_path, folder, val)
     assert "1 label(s) too long" in err and "labels.csv:12" in err and "data.skip_long" in err
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnlab.data.dedup import short
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
 from attnlab.runs.io import atomic_write, write_text
@@ -241,7 +242,8 @@ def labels_text(path: Path) -> str:
 
 def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
     """Rows with each file once: a file listed twice with one label is counted once (one
-    warning line); listed with two labels it is a contradiction and refused."""
+    warning line); listed with two labels it is a contradiction and refused. Duplicates by
+    content, in every source, are found after decoding (``attnlab.data.dedup``)."""
     first: dict[str, Row] = {}
     again: dict[str, list[int]] = {}
     for name, label, line in rows:
@@ -250,8 +252,8 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
             first[key] = (name, label, line)
         elif first[key][1] != label:
             raise UserError(
-                f"{path}:{line}: {name!r} is labelled {label!r} here but "
-                f"{first[key][1]!r} on line {first[key][2]}"
+                f"{path}:{line}: {name!r} is labelled {short(label)} here but "
+                f"{short(first[key][1])} on line {first[key][2]}"
             )
         else:
             again.setdefault(key, [first[key][2]]).append(line)
@@ -259,6 +261,17 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
         listed = ", ".join(map(str, lines))
         warn(f"{path}: {first[key][0]!r} is listed on lines {listed}: counted once")
     return list(first.values())
+
+
+def missing_image(folder: Path, name: str) -> str | None:
+    """Why ``folder/name`` cannot be read as an image file, if it cannot: not there, or there
+    but not a regular file (a FIFO would block the read forever)."""
+    file = folder / name
+    if file.is_file():
+        return None
+    if file.exists():
+        return f"image file {name!r} in {folder} is not a regular file (a pipe, device or folder)"
+    return f"image file {name!r} not found in {folder}"
 
 
 def outside(folder: Path, name: str) -> bool:
@@ -303,8 +316,9 @@ def read_labels(
                     f"{path}:{line}: {name!r} lies outside {folder} (eval.allow_outside=true "
                     f"reads such files)"
                 )
-            if not (folder / name).is_file():
-                raise UserError(f"{path}:{line}: image file {name!r} not found in {folder}")
+            why = missing_image(folder, name)
+            if why:
+                raise UserError(f"{path}:{line}: {why}")
             rows.append((name, label, line))
     except csv.Error as err:
         raise UserError(f"{path}:{reader.line_num}: not CSV ({err})") from err

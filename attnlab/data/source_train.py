@@ -26,6 +26,14 @@ from typing import Any
 import torch
 
 from attnlab.data.augment import jpeg, shading, vary_strips
+from attnlab.data.dedup import (
+    Distinct,
+    find_duplicates,
+    fingerprint,
+    image_key,
+    overlap,
+    split_digest,
+)
 from attnlab.data.ranges import uniform
 from attnlab.data.sources import Source, StripCache, check_charset, decode_all, open_source
 from attnlab.data.strips import StripBatch, StripSynth, pad_strips, set_seed
@@ -140,40 +148,100 @@ def _open(path: str, key: str, charset: str) -> Source:
     return source
 
 
+WIDE = 8.0  # a strip wider than WIDE model heights per label character, plus WIDE, is refused
+
+
+def check_widths(entries: list[Any], cache: StripCache, height: int) -> None:
+    """Refuse a strip far wider than its label needs (a 200,000-px image pads every batch it
+    is drawn into to its width): over ``WIDE * height * (len(label) + 1)`` columns once read
+    at the model height. The generator's widest of 500 strips used 0.78 of ``height *
+    (len + 1)``, a tenth of the bound; a photo with wide margins stays well inside it."""
+    for e, w in zip(entries, cache.widths.tolist(), strict=True):
+        bound = round(WIDE * height * (len(e.label) + 1))
+        if w > bound:
+            raise UserError(
+                f"{e.where}: image {e.id!r} is {w} columns wide at height {height}, over the "
+                f"bound of {bound} for a label of {len(e.label)} character(s) (WIDE={WIDE:g} "
+                f"heights a character); crop it to its digits"
+            )
+
+
+@dataclass
+class Split:
+    held: list[int]  # entries held out: one per distinct strip (what evaluation reads)
+    copies: list[int]  # the other copies of held-out strips: never trained on either
+    train: list[int]  # entries trained on: one per distinct strip
+    long: list[tuple[int, str]]  # (entry, why) too long for the reader
+    unseen: int  # distinct strips of other lengths
+
+
+def split_source(
+    source: Source, cache: StripCache, dist: Distinct, cfg: Any, reader: Any, seen: list[int]
+) -> Split:
+    """The held-out share drawn over distinct strips (a source without duplicates keeps the
+    draw it always had), all copies of a held-out strip held out, the rest trained on once."""
+    d = cfg.data
+    groups = dist.groups
+    picked = [] if d.val_path else held_out(len(groups), d.val_share, d.eval_seed)
+    held = [groups[g][0] for g in picked]
+    copies = [i for g in picked for i in groups[g][1:]]
+    held_set, wanted = set(picked), set(seen)
+    columns = reader.encoder.column_lengths(cache.widths).tolist()
+    train, long, unseen = [], [], 0
+    for g, members in enumerate(groups):
+        i = members[0]
+        if g in held_set:
+            continue
+        label = source.entries[i].label
+        if len(label) not in wanted:
+            unseen += 1
+            continue
+        why = reader.too_long(label, columns[i])
+        (long if why else train).append((i, why) if why else i)
+    return Split(held, copies, train, long, unseen)
+
+
+def _val_cache(d: Any, cache: StripCache, dist: Distinct, split: Split) -> StripCache:
+    """The validation strips: all of ``data.val_path`` (none of them a training strip's
+    image, refused in one line) or the held-out distinct strips of ``data.path``."""
+    if not d.val_path:
+        return cache.subset(split.held)
+    val_source = _open(d.val_path, "data.val_path", d.charset)
+    val_cache = decode_all(val_source, d.height, d.crop, log.warning)
+    check_widths(val_source.entries, val_cache, d.height)
+    shared = overlap(dist.keys, [image_key(im) for im in val_cache.images])
+    if shared:
+        raise UserError(
+            f"data.val_path={d.val_path}: {shared} of its {len(val_source)} strips have the "
+            f"image of a training strip of data.path={d.path}; held-out strips must not be "
+            f"trained on (give a disjoint folder, or drop data.val_path to hold out a share)"
+        )
+    return val_cache
+
+
 def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripSynth):
     """The training stream and validation sets of ``data=folder``; raises a one-line
     UserError (nothing written) for a bad label, a missing image or a label too long."""
     d = cfg.data
     source = _open(d.path, "data.path", d.charset)
-    val_source = _open(d.val_path, "data.val_path", d.charset) if d.val_path else None
-    held = [] if val_source else held_out(len(source), d.val_share, d.eval_seed)
     cache = decode_all(source, d.height, d.crop, log.warning)
-    val_cache = (
-        decode_all(val_source, d.height, d.crop, log.warning) if val_source else cache.subset(held)
-    )
-    held_set, wanted = set(held), set(seen)
-    columns = reader.encoder.column_lengths(cache.widths).tolist()
-    train, long, unseen = [], [], 0
-    for i, (e, cols) in enumerate(zip(source.entries, columns, strict=True)):
-        if i in held_set:
-            continue
-        if len(e.label) not in wanted:
-            unseen += 1
-            continue
-        why = reader.too_long(e.label, cols)
-        (long if why else train).append((i, why) if why else i)
-    if long and not d.skip_long:
-        i, why = long[0]
+    check_widths(source.entries, cache, d.height)
+    dist = find_duplicates(source.entries, cache.images, lambda m: log.warning(f"{d.path}: {m}"))
+    split = split_source(source, cache, dist, cfg, reader, seen)
+    if split.long and not d.skip_long:
+        i, why = split.long[0]
         e = source.entries[i]
         raise UserError(
-            f"{source.path}: {len(long)} label(s) too long for the {reader.name} reader; first "
-            f"at {e.where} ({e.label!r}: {why}); set data.skip_long=true to skip them"
+            f"{source.path}: {len(split.long)} label(s) too long for the {reader.name} reader; "
+            f"first at {e.where} ({e.label!r}: {why}); set data.skip_long=true to skip them"
         )
-    if not train:
+    if not split.train:
         raise UserError(
-            f"{source.path}: no strips to train on (seen lengths {seen}, "
-            f"{len(held)} held out, {unseen} of other lengths, {len(long)} too long)"
+            f"{source.path}: no strips to train on (seen lengths {seen}, {len(split.held)} "
+            f"held out, {split.unseen} of other lengths, {len(split.long)} too long)"
         )
+    val_cache = _val_cache(d, cache, dist, split)
+    wanted = set(seen)
     by_length: dict[int, list[int]] = {}
     for i, label in enumerate(val_cache.labels):
         if len(label) in wanted:
@@ -184,25 +252,69 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
             f"(raise data.val_share or give data.val_path)"
         )
     val_sets = {n: val_cache.batch(idx) for n, idx in sorted(by_length.items())}
-    record = {
+    record = _record(d, source, dist, split, seen)
+    log.info(
+        "%s %s: %d strips; training on %d of the seen lengths, %d held out, %d of other "
+        "lengths, %d skipped as too long%s",
+        source.kind, source.path, len(source), len(split.train), len(split.held),
+        split.unseen, len(split.long),
+        f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
+    )  # fmt: skip
+    stream = SourceStream(cache.subset(split.train), cfg.train.batch_size, seed, d, synth, seen)
+    return FolderData(stream, val_sets, record)
+
+
+def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int]):
+    """What the run keeps (data_split.json and the checkpoint): the source, its held-out ids
+    and the fingerprints a resume is compared with (``split_changes``)."""
+    ids = [e.id for e in source.entries]
+    held, train = [ids[i] for i in split.held], [ids[i] for i in split.train]
+    return {
         "source": source.kind,
         "path": str(Path(d.path).resolve()),
         "val_path": str(Path(d.val_path).resolve()) if d.val_path else None,
         "strips": len(source),
-        "trained": len(train),
-        "held_out": [source.entries[i].id for i in held],
-        "skipped_long": len(long),
-        "other_lengths": unseen,
+        "trained": len(split.train),
+        "held_out": held,
+        "held_out_copies": [ids[i] for i in split.copies],
+        "merged": dist.merged,
+        "skipped_long": len(split.long),
+        "other_lengths": split.unseen,
         "seen": list(seen),
+        "fingerprint": fingerprint(source.entries, dist.keys),
+        "split_fingerprint": split_digest(held, train),
     }
-    log.info(
-        "%s %s: %d strips; training on %d of the seen lengths, %d held out, %d of other "
-        "lengths, %d skipped as too long%s",
-        source.kind, source.path, len(source), len(train), len(held), unseen, len(long),
-        f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
-    )  # fmt: skip
-    stream = SourceStream(cache.subset(train), cfg.train.batch_size, seed, d, synth, seen)
-    return FolderData(stream, val_sets, record)
+
+
+def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
+    """What differs between the data a run trained on (its checkpoint's ``data_split``) and
+    the data it would resume on, in words; None when nothing does. A record of a version
+    without fingerprints is compared by its path and held-out ids."""
+    if not saved:
+        return None
+    if (saved.get("source"), saved.get("path")) != (now["source"], now["path"]):
+        return (
+            f"it trained on the {saved.get('source')} {saved.get('path')}, not the "
+            f"{now['source']} {now['path']}"
+        )
+    if saved.get("val_path") != now["val_path"]:
+        return f"it validated on data.val_path={saved.get('val_path')}, not {now['val_path']}"
+    old, new = saved.get("fingerprint"), now["fingerprint"]
+    if old is None:
+        return None if saved.get("held_out") == now["held_out"] else "its held-out strips differ"
+    where = f"{now['path']} "
+    if old["ids"] != new["ids"]:
+        diff = new["strips"] - old["strips"]
+        if diff:
+            return where + f"has {abs(diff)} strip(s) {'added' if diff > 0 else 'removed'} since"
+        return where + "lists other strips (same count) since"
+    if old["labels"] != new["labels"]:
+        return where + "has labels changed in place since"
+    if old["images"] != new["images"]:
+        return where + "has images changed in place since"
+    if saved.get("split_fingerprint") != now["split_fingerprint"]:
+        return where + "splits into other held-out and training strips than it did"
+    return None
 
 
 def load_labelled(

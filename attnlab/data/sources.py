@@ -12,6 +12,7 @@ mode, polarity, ink placement, resize), into a ``StripCache`` that batches are g
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,19 +70,21 @@ def open_source(
     path = Path(path)
     if path.is_dir() and (path / LABELS).is_file():
         rows = read_labels(path, warn, allow_outside, digits_only=False)
-        entries = [Entry(name, label, f"{path / LABELS}:{line}") for name, label, line in rows]
+        entries = [Entry(name, nfc(label), f"{path / LABELS}:{line}") for name, label, line in rows]
         return Source("folder", path, entries)
     if path.is_dir() and (path / LMDB_DATA).is_file():
         return Source("lmdb", path, _lmdb_entries(path))
     if path.is_file():
-        return Source("list", path, _list_entries(path))
+        return Source("list", path, _list_entries(path, allow_outside))
     if path.is_dir():
         raise UserError(f"{key}={path}: neither a strip folder (labels.csv) nor an LMDB (data.mdb)")
     raise UserError(f"{key}={path}: no such folder, list file or LMDB")
 
 
-def _list_entries(path: Path) -> list[Entry]:
-    from attnlab.data.folder import labels_text
+def _list_entries(path: Path, allow_outside: bool = False) -> list[Entry]:
+    """The ``path<TAB>label`` lines of a list file; a file named outside its folder is
+    refused as in labels.csv (``folder.outside``) unless ``allow_outside``."""
+    from attnlab.data.folder import labels_text, missing_image, outside
 
     entries = []
     for n, line in enumerate(labels_text(path).splitlines(), start=1):
@@ -91,9 +94,15 @@ def _list_entries(path: Path) -> list[Entry]:
         if not tab:
             raise UserError(f"{path}:{n}: expected 'path<TAB>label', got {line[:60]!r}")
         where = f"{path}:{n}"
-        if not (path.parent / name).is_file():
-            raise UserError(f"{where}: image file {name!r} not found in {path.parent}")
-        entries.append(Entry(name, label.strip(), where))
+        if outside(path.parent, name) and not allow_outside:
+            raise UserError(
+                f"{where}: {name!r} lies outside {path.parent} (eval.allow_outside=true reads "
+                f"such files)"
+            )
+        why = missing_image(path.parent, name)
+        if why:
+            raise UserError(f"{where}: {why}")
+        entries.append(Entry(name, nfc(label.strip()), where))
     if not entries:
         raise UserError(f"{path}: no strips listed")
     return entries
@@ -112,22 +121,42 @@ def _lmdb_entries(path: Path) -> list[Entry]:
     env = _open_lmdb(path)
     entries = []
     with env.begin() as txn:
-        raw = txn.get(b"num-samples")
-        if raw is None or not raw.decode(errors="replace").strip().isdigit():
-            raise UserError(f"{path}: LMDB without a num-samples record (strhub/DTRB layout)")
-        for i in range(1, int(raw.decode()) + 1):
+        count = lmdb_count(path, txn.get(b"num-samples"))
+        for i in range(1, count + 1):
             image, label = f"image-{i:09d}", f"label-{i:09d}"
             where = f"{path}:{label}"
             text = txn.get(label.encode())
             if text is None:
-                raise UserError(f"{where}: missing (num-samples says {int(raw.decode())})")
+                raise UserError(f"{where}: missing (num-samples says {count})")
             if txn.get(image.encode()) is None:
                 raise UserError(f"{where}: image {image} not found in the LMDB")
-            entries.append(Entry(image, text.decode("utf-8", errors="replace").strip(), where))
+            label = nfc(text.decode("utf-8", errors="replace").strip())
+            entries.append(Entry(image, label, where))
     env.close()
     if not entries:
         raise UserError(f"{path}: no strips listed (num-samples is 0)")
     return entries
+
+
+def lmdb_count(path: Path, raw: bytes | None) -> int:
+    """``num-samples`` as ASCII digits (``str.isdigit`` also takes '²'); anything else is one
+    line naming the file, the key and the value."""
+    import re
+
+    if raw is None:
+        raise UserError(f"{path}: LMDB without a num-samples record (strhub/DTRB layout)")
+    if not re.fullmatch(rb"\s*[0-9]+\s*", raw):
+        shown = raw[:40].decode("utf-8", errors="replace")
+        raise UserError(
+            f"{path / LMDB_DATA}: num-samples is {shown!r}, not a count (ASCII digits 0-9)"
+        )
+    return int(raw)
+
+
+def nfc(label: str) -> str:
+    """A label in Unicode NFC, the form a charset is typed in (a macOS file name or an
+    NFD export would otherwise be refused, or never read, as other characters)."""
+    return unicodedata.normalize("NFC", label)
 
 
 def check_charset(source: Source, charset: str) -> None:

@@ -109,7 +109,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
                 cfg.folder, exp.data.height, warn_stderr, cfg.crop, exp.data.charset,
                 allow_outside=cfg.allow_outside,
             )  # fmt: skip
-            digest = folder_digest(Path(cfg.folder))
+            digest = folder_digest(Path(cfg.folder), strips)
         else:  # by default: the strips it held out, never trained on
             strips, files = held_out_strips(exp.data, split, warn_stderr)
         source = "folder"
@@ -140,15 +140,16 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
     return final
 
 
-def folder_digest(folder: Path) -> str:
+def folder_digest(folder: Path, strips: StripBatch | None = None) -> str:
     """8 hex digits naming a folder's data: its resolved path and its labels.csv, so that two
     folders of one name (a/strips, b/strips) or a folder relabelled get evaluations of their
-    own instead of replacing each other's."""
-    import hashlib
-
+    own instead of replacing each other's. An LMDB holds its labels and images inside, so
+    its name covers the strips read from it (``strips_digest``)."""
     h = hashlib.sha256(str(folder.resolve()).encode("utf-8", "surrogateescape") + b"\0")
     labels = folder / LABELS if folder.is_dir() else folder  # a list file is its labels
     h.update(labels.read_bytes() if labels.is_file() else b"")
+    if folder.is_dir() and not labels.is_file() and strips is not None:  # an LMDB
+        h.update(strips_digest(strips).encode())
     return h.hexdigest()[:8]
 
 

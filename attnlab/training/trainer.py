@@ -184,6 +184,12 @@ class Trainer:
         ckpt = checkpoint.load(last)
         # every key that changes what the run computes, as the checkpoint was trained with
         check_same_config(plain_config(ckpt.run_config()), plain_config(self.cfg), last)
+        if self.split is not None:  # data=folder: the very strips and split it trained on
+            from attnlab.data.source_train import split_changes
+
+            changed = split_changes(ckpt.data_split, self.split)
+            if changed:
+                raise UserError(f"{last}: not resumed, {changed}; use a new run directory")
         if ckpt.optimizer is None or ckpt.scheduler is None or ckpt.rng is None:
             raise UserError(f"{last}: holds no optimiser, schedule or RNG state to resume from")
         ckpt.load_into(self.model, last)

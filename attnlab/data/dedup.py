@@ -1,0 +1,100 @@
+"""Duplicates, overlaps and fingerprints of a source's decoded strips.
+
+A strip is known by its content: a hash of its decoded image (the uint8 grey array the
+reader sees, with its shape) and its label. Two rows naming one file (``./a.png`` and
+``a.png``, an in-folder symbolic link) decode to the same array, so content also finds
+every path written two ways; byte copies under two names, repeated list lines and repeated
+LMDB records too. Each distinct strip is counted once in the split, so no copy of a
+held-out strip is trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from attnlab.errors import UserError
+
+SHOWN = 80  # characters of a label quoted in an error
+
+
+def short(label: str) -> str:
+    """A label as quoted in one-line errors: at most SHOWN characters of it."""
+    return repr(label if len(label) <= SHOWN else label[:SHOWN] + "…")
+
+
+def image_key(image: Any) -> str:
+    """(H, W) uint8 tensor -> a hash of its shape and pixels (32 hex digits)."""
+    a = image.numpy()
+    h = hashlib.sha256(str(a.shape).encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+@dataclass
+class Distinct:
+    keys: list[str]  # per entry: its image's key
+    groups: list[list[int]]  # per distinct strip, in order of first sight: its entries
+
+    @property
+    def merged(self) -> int:
+        return sum(len(g) - 1 for g in self.groups)
+
+
+def find_duplicates(entries: list[Any], images: list[Any], warn: Callable[[str], None]):
+    """Group entries by content; one warning line says how many copies were merged. The same
+    image under two labels is a contradiction, refused in one line."""
+    keys = [image_key(im) for im in images]
+    group_of: dict[str, int] = {}
+    groups: list[list[int]] = []
+    for i, (e, k) in enumerate(zip(entries, keys, strict=True)):
+        g = group_of.get(k)
+        if g is None:
+            group_of[k] = len(groups)
+            groups.append([i])
+            continue
+        first = entries[groups[g][0]]
+        if first.label != e.label:
+            raise UserError(
+                f"{e.where}: the same image as {first.where} is labelled {short(e.label)} "
+                f"here but {short(first.label)} there; fix one of the labels"
+            )
+        groups[g].append(i)
+    got = Distinct(keys, groups)
+    if got.merged:
+        g = next(g for g in groups if len(g) > 1)
+        warn(
+            f"{got.merged} duplicate strip(s) (same image and label) merged, each distinct strip "
+            f"counted once; first: {entries[g[1]].where} repeats {entries[g[0]].where}"
+        )
+    return got
+
+
+def overlap(train_keys: list[str], val_keys: list[str]) -> int:
+    """How many strips of a validation set have an image among the training strips'."""
+    known = set(train_keys)
+    return sum(1 for k in val_keys if k in known)
+
+
+def _digest(parts: list[str]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogateescape") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def fingerprint(entries: list[Any], keys: list[str]) -> dict[str, Any]:
+    """What a run trained on, to compare on resume: the strips' ids, labels and images."""
+    return {
+        "strips": len(entries),
+        "ids": _digest([e.id for e in entries]),
+        "labels": _digest([f"{e.id}\0{e.label}" for e in entries]),
+        "images": _digest([f"{e.id}\0{k}" for e, k in zip(entries, keys, strict=True)]),
+    }
+
+
+def split_digest(held: list[str], train: list[str]) -> str:
+    """The split as one digest: held-out ids, then training ids."""
+    return _digest(["held", *held, "train", *train])
