@@ -117,11 +117,11 @@ def whole_string_folder(
     (another height and placement for every strip), n strips per length in every font."""
     from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-    from attnlab.runs.io import write_text
+    from attnlab.runs.io import csv_rows, write_text
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
-    rows = ["filename,label"]
+    rows = []
     for length in lengths:
         for i in range(n * len(fonts) if free else n):
             label = "".join(str(d) for d in rng.integers(0, 10, length))
@@ -145,8 +145,8 @@ def whole_string_folder(
             face = f"{Path(path).stem}_" if free else ""
             name = f"ws_{face}{length:02d}_{i:04d}_{label}.png"
             Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(out / name)
-            rows.append(f"{name},{label}")
-    write_text(out / "labels.csv", "\n".join(rows) + "\n")
+            rows.append([name, label])
+    write_text(out / "labels.csv", csv_rows(["filename", "label"], rows))
     return out
 
 
