@@ -5,8 +5,6 @@ metrics as DataFrames), ``attnlab.compare(results, a, b)`` (paired differences).
 imported on first use, so ``import attnlab`` loads neither torch nor pandas.
 """
 
-from typing import Any
-
 from attnlab.errors import UserError
 
 __version__ = "0.1.0"
@@ -19,7 +17,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 

@@ -150,9 +150,12 @@ def whole_string_folder(
     return out
 
 
+TEXT = {"source": str, "truth": str, "reading": str}  # readings.csv's text columns
+
+
 def seen_exact(eval_dir: Path) -> tuple[int, int]:
     """(correct, n) over the seen lengths of one evaluation, from its readings.csv."""
-    readings = pd.read_csv(eval_dir / "readings.csv", dtype={"truth": str, "reading": str})
+    readings = pd.read_csv(eval_dir / "readings.csv", dtype=TEXT, keep_default_na=False)
     return int(readings["correct"].sum()), len(readings)
 
 
@@ -212,7 +215,8 @@ def run_system(args) -> dict[str, tuple[int, int]]:
     attnlab("eval", run, "--folder", folder, "eval.name=system-whole-string", "eval.maps_k=2")
     readings = pd.read_csv(
         Path(run) / "eval" / "system-whole-string" / "readings.csv",
-        dtype={"truth": str, "reading": str},
+        dtype=TEXT,
+        keep_default_na=False,
     )
     face = readings["source"].str.extract(r"^ws_(.+)_\d\d_\d{4}_\d+\.png$")[0]
     out = {
