@@ -100,7 +100,7 @@ def test_text_columns_stay_text(swept, tmp_path):
 
 def test_hparams_one_session_per_run(swept):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import plugin_data_pb2
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
     summary = pd.read_csv(swept["report"] / "summary.csv", dtype={"length": str})
     sessions = sorted(p for p in (swept["report"] / "tensorboard").iterdir() if p.is_dir())
@@ -116,6 +116,10 @@ def test_hparams_one_session_per_run(swept):
         reader = params["reader"].string_value
         assert params["seed"].number_value == 0 and params["train"].string_value == "1-3"
         seen[reader] = folder.name
+        end = plugin_data_pb2.HParamsPluginData.FromString(
+            acc.PluginTagToContent("hparams")["_hparams_/session_end_info"]
+        )
+        assert end.session_end_info.status == api_pb2.STATUS_SUCCESS  # status "complete"
         for row in summary[summary["variant"] == reader].itertuples():
             if row.length == "all":
                 tags = {f"{EVAL}/{row.split}/exact_acc": row.exact_acc}

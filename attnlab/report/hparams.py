@@ -46,6 +46,19 @@ def session_metrics(long: pd.DataFrame, run: RunInfo) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
+def _session_end(status: str):
+    """The session's end: the run's status as HParams' Status column shows it."""
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
+
+    code = {"complete": api_pb2.STATUS_SUCCESS, "failed": api_pb2.STATUS_FAILURE}
+    code["running"] = api_pb2.STATUS_RUNNING  # interrupted, stale, unknown: UNKNOWN
+    end = plugin_data_pb2.SessionEndInfo(status=code.get(status, api_pb2.STATUS_UNKNOWN))
+    data = plugin_data_pb2.HParamsPluginData(
+        session_end_info=end, version=metadata.PLUGIN_DATA_VERSION
+    )
+    return summary_v2._summary_pb(metadata.SESSION_END_INFO_TAG, data)  # its own builder
+
+
 def _session_dir(i: int, run: RunInfo) -> str:
     label = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{run.variant or run.reader_name}_seed{run.seed}")
     return f"{i:03d}_{label}"
@@ -79,5 +92,6 @@ def write_hparams(out: Path, runs: list[RunInfo], long: pd.DataFrame) -> Path:
         for tag, value in metrics.items():
             summary = Summary(value=[Summary.Value(tag=tag, simple_value=value)])
             events.append(Event(wall_time=now, step=step, summary=summary))
+        events.append(Event(wall_time=now, step=step, summary=_session_end(run.status)))
         write(root / _session_dir(i, run), events)
     return root
