@@ -519,8 +519,9 @@ def test_report_files_are_readable_by_everyone_under_umask_022(tmp_path):
         build_report([tmp_path / "runs"], tmp_path / "report")
     finally:
         os.umask(old)
-    files = list((tmp_path / "report").iterdir())
-    assert len(files) == 5  # index.html, summary.csv, summary.md, two PNGs
+    entries = list((tmp_path / "report").iterdir())
+    assert len(entries) == 6  # index.html, summary.csv, summary.md, two PNGs, tensorboard/
+    files = [p for p in (tmp_path / "report").rglob("*") if p.is_file()]
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}
 
 

@@ -3,6 +3,7 @@ label checks, the held-out share, resume after a kill (attnlab.data.sources, sou
 
 from __future__ import annotations
 
+import csv
 import json
 
 import lmdb
@@ -28,8 +29,8 @@ def fifty(tmp_path_factory):
     gen = torch.Generator().manual_seed(5)
     batch = StripSynth(cfg.data).sample(torch.randint(1, 4, (50,), generator=gen), gen)
     folder = export_folder(batch, root / "folder")
-    rows = (folder / "labels.csv").read_text().splitlines()[1:]
-    pairs = [r.split(",") for r in rows]
+    with open(folder / "labels.csv", newline="") as f:
+        pairs = list(csv.reader(f))[1:]
     (folder / "train.txt").write_text("".join(f"{n}\t{label}\n" for n, label in pairs))
     env = lmdb.open(str(root / "lmdb"), map_size=1 << 26)
     with env.begin(write=True) as txn:

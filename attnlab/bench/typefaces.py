@@ -117,11 +117,11 @@ def whole_string_folder(
     (another height and placement for every strip), n strips per length in every font."""
     from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-    from attnlab.runs.io import write_text
+    from attnlab.runs.io import csv_rows, write_text
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
-    rows = ["filename,label"]
+    rows = []
     for length in lengths:
         for i in range(n * len(fonts) if free else n):
             label = "".join(str(d) for d in rng.integers(0, 10, length))
@@ -145,14 +145,17 @@ def whole_string_folder(
             face = f"{Path(path).stem}_" if free else ""
             name = f"ws_{face}{length:02d}_{i:04d}_{label}.png"
             Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(out / name)
-            rows.append(f"{name},{label}")
-    write_text(out / "labels.csv", "\n".join(rows) + "\n")
+            rows.append([name, label])
+    write_text(out / "labels.csv", csv_rows(["filename", "label"], rows))
     return out
+
+
+TEXT = {"source": str, "truth": str, "reading": str}  # readings.csv's text columns
 
 
 def seen_exact(eval_dir: Path) -> tuple[int, int]:
     """(correct, n) over the seen lengths of one evaluation, from its readings.csv."""
-    readings = pd.read_csv(eval_dir / "readings.csv", dtype={"truth": str, "reading": str})
+    readings = pd.read_csv(eval_dir / "readings.csv", dtype=TEXT, keep_default_na=False)
     return int(readings["correct"].sum()), len(readings)
 
 
@@ -212,7 +215,8 @@ def run_system(args) -> dict[str, tuple[int, int]]:
     attnlab("eval", run, "--folder", folder, "eval.name=system-whole-string", "eval.maps_k=2")
     readings = pd.read_csv(
         Path(run) / "eval" / "system-whole-string" / "readings.csv",
-        dtype={"truth": str, "reading": str},
+        dtype=TEXT,
+        keep_default_na=False,
     )
     face = readings["source"].str.extract(r"^ws_(.+)_\d\d_\d{4}_\d+\.png$")[0]
     out = {

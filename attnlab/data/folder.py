@@ -23,7 +23,7 @@ import torch
 from attnlab.data.dedup import short
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
-from attnlab.runs.io import atomic_write, write_text
+from attnlab.runs.io import atomic_write, csv_rows, write_text
 
 LABELS = "labels.csv"
 TALL = 4.0  # height / width above which an image is not a row of digits
@@ -211,6 +211,20 @@ def load_image(
     path = Path(path)
     notes: list[str] = []
     grey = decode(path, notes, data)  # (H, W)
+    return prepare(grey, path, height, warn, crop, notes)
+
+
+def prepare(
+    grey: np.ndarray,
+    path: Path | str,
+    height: int,
+    warn: Warn = warn_stderr,
+    crop: bool = False,
+    notes: list[str] | None = None,
+) -> torch.Tensor:
+    """A decoded grey image (H, W) in [0, 1] -> (height, W') as ``load_image`` gives it; the
+    one path of a file, a Pillow image and a NumPy array (attnlab.api). ``path`` names it."""
+    notes = list(notes or [])
     note = shape_note(*grey.shape)
     notes += [note] if note else []
     if is_inverted(grey):
@@ -367,11 +381,11 @@ def export_folder(batch: StripBatch, out: Path | str, force: bool = False) -> Pa
             f"or add --force to replace its files"
         )
     out.mkdir(parents=True, exist_ok=True)
-    lines = ["filename,label"]
+    rows = []
     for i, (label, name) in enumerate(zip(batch.labels, names, strict=True)):
         pixels = batch.images[i, :, : int(batch.widths[i])].numpy()
         image = Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L")
         atomic_write(out / name, lambda p, im=image: im.save(p, format="PNG"))
-        lines.append(f"{name},{label}")
-    write_text(out / LABELS, "\n".join(lines) + "\n")
+        rows.append([name, label])
+    write_text(out / LABELS, csv_rows(["filename", "label"], rows))
     return out

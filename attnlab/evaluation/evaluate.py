@@ -39,7 +39,7 @@ from attnlab.models import registry
 from attnlab.models.base import Reader
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.io import atomic_dir, atomic_write, write_text
+from attnlab.runs.io import atomic_dir, csv_text, write_text
 from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 from attnlab.runtime import bf16_autocast
 
@@ -196,12 +196,12 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
 
     title = f"{reader.name} reader, {source} strips, {decoding} ({ckpt_path})"
     write_text(out.table_md, metrics.table_markdown(table, title) + "\n")
-    atomic_write(out.table_csv, lambda p: table.to_csv(p, index=False))
-    atomic_write(out.readings, lambda p: readings_table(records).to_csv(p, index=False))
+    write_text(out.table_csv, csv_text(table))
+    write_text(out.readings, csv_text(readings_table(records)))
     thresholds = pd.DataFrame(
         threshold_rows(records["confidence"], records["correct"], tuple(cfg.thresholds))
     )
-    atomic_write(out.thresholds, lambda p: thresholds.to_csv(p, index=False))
+    write_text(out.thresholds, csv_text(thresholds))
     say(metrics.table_markdown(table, title))
     say(_thresholds_text(thresholds))
     say(f"most confident failures (of {int((~records['correct']).sum())}):")

@@ -43,7 +43,7 @@ from attnlab.evaluation.interventions import (
 )
 from attnlab.models import registry
 from attnlab.runs import checkpoint
-from attnlab.runs.io import atomic_dir, atomic_write, write_figure
+from attnlab.runs.io import atomic_dir, csv_text, write_figure, write_text
 from attnlab.runs.probedir import PROBE, ProbeDir, ProbeMeta
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def _write_probe(out: ProbeDir, reader, dev, synth: StripSynth, cfg: ProbeConfig
     table = summary_table(*frames, meta.lengths, meta.seen_lengths, cfg.n_boot, cfg.seed)
     paths = (out.occlusion, out.swaps, out.saliency, out.summary)
     for frame, path in zip((*frames, table), paths, strict=True):
-        atomic_write(path, lambda p, f=frame: f.to_csv(p, index=False))
+        write_text(path, csv_text(frame))
     meta.example = _draw_example(out.example, examples, cfg, meta, reader.encoder.stride)
     meta.seconds = round(time.perf_counter() - started, 2)
     out.write_meta(meta)

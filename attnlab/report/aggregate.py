@@ -117,7 +117,7 @@ def train_key(label: str) -> tuple[int, str]:
     return (int(m.group()) if m else 10**9, label)
 
 
-def _long_frame(runs: list[RunInfo], eval_name: str | None) -> pd.DataFrame:
+def long_frame(runs: list[RunInfo], eval_name: str | None) -> pd.DataFrame:
     """One row per (run, evaluation, table row), with every metric as a float."""
     rows = []
     for run in counted(runs):
@@ -158,7 +158,7 @@ def aggregate(runs: list[RunInfo], eval_name: str | None = None) -> pd.DataFrame
     evaluation is aggregated.
     """
     ensure_variants(runs)
-    long = _long_frame(runs, eval_name)
+    long = long_frame(runs, eval_name)
     if long.empty:
         return pd.DataFrame(columns=AGG_COLUMNS)
     out = []

@@ -1,4 +1,5 @@
-"""Runs on disk -> summary.csv, summary.md, comparisons.csv, plot PNGs and index.html.
+"""Runs on disk -> summary.csv, summary.md, comparisons.csv, plot PNGs, index.html and
+tensorboard/ (HParams: one session per run).
 
 Only reads run directories (through attnlab.runs.rundir) and never imports torch itself; the
 reader registry, which does, is consulted lazily for reader order, colours and descriptions.
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab.report.aggregate import TrainGroup, aggregate, train_groups
+from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.compare import (
     COLUMNS,
@@ -30,13 +31,14 @@ from attnlab.report.explorer import explorer
 from attnlab.report.figures import PLOTS, draw_plots
 from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
+from attnlab.report.hparams import TENSORBOARD, write_hparams
 from attnlab.report.html import Section, render_index
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
 from attnlab.report.tables import comparison_tables, summary_md, summary_table
 from attnlab.report.variants import assign_variants, counted, ordered_variants
-from attnlab.runs.io import PARTIAL, WriteError, write_bytes, write_text
+from attnlab.runs.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"
@@ -142,7 +144,7 @@ def _is_report_file(name: str) -> bool:
     """A file an earlier report wrote (it is replaced or, when this report has none, dropped:
     an old comparisons.csv or plot must not outlive the runs it described)."""
     kinds = (*PLOTS, "swept")
-    own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV)
+    own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV, TENSORBOARD)
     return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
 
 
@@ -183,9 +185,10 @@ def _write(
     for p in swept:
         write_bytes(out_dir / p.file, p.png)
     tables = [s.table for s in sections if s.table is not None]
-    write_text(out_dir / SUMMARY_CSV, agg.to_csv(index=False))
+    write_text(out_dir / SUMMARY_CSV, csv_text(agg))
+    write_hparams(out_dir, counted(runs), long_frame(runs, None))
     if not diffs.empty:
-        write_text(out_dir / COMPARISONS_CSV, diffs.to_csv(index=False))
+        write_text(out_dir / COMPARISONS_CSV, csv_text(diffs))
     compared = comparison_tables(diffs)
     said = {s.train: s.findings for s in sections}
     if (probes_text := probes_csv(probe_rows)) is not None:

@@ -61,7 +61,9 @@ class Side:
     runs: list[RunInfo]
 
 
-def _readings(run: RunInfo, eval_name: str) -> pd.DataFrame:
+def readings(run: RunInfo, eval_name: str) -> pd.DataFrame:
+    """A run's readings.csv of one evaluation by source, its text columns as str; with
+    `edits` and `chars` added. Unreadable or lacking a column: CompareRefused."""
     ev = RunDir(run.path).eval_dir(eval_name)
     try:
         frame = pd.read_csv(
@@ -197,7 +199,7 @@ def compare(
     lengths: list[int] | None = None
     frames = []
     for ra_run, rb_run in pairs:
-        ra, rb = _readings(ra_run, eval_name), _readings(rb_run, eval_name)
+        ra, rb = readings(ra_run, eval_name), readings(rb_run, eval_name)
         common = check_same_strips(ra_run, rb_run, eval_name, ra, rb)
         lengths = common if lengths is None else [n for n in lengths if n in common]
         frames.append((ra, rb))

@@ -29,7 +29,7 @@ from attnlab.report.aggregate import (
 )
 from attnlab.report.discover import current_meta
 from attnlab.report.variants import variant_key
-from attnlab.runs.io import PARTIAL
+from attnlab.runs.io import PARTIAL, csv_text
 from attnlab.runs.probedir import ProbeDir
 
 KEYS = ["train", "reader", "variant", "probe", "length", "split"]
@@ -265,4 +265,4 @@ def probes_csv(frames: list[pd.DataFrame]) -> str | None:
     frames = [f for f in frames if not f.empty]
     if not frames:
         return None
-    return pd.concat(frames, ignore_index=True).to_csv(index=False)
+    return csv_text(pd.concat(frames, ignore_index=True))

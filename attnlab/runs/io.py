@@ -8,6 +8,8 @@ Text, JSON, CSV, PNG and checkpoints all go through ``atomic_write``.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import tempfile
@@ -75,6 +77,23 @@ def write_bytes(path: Path | str, data: bytes) -> Path:
 
 def write_text(path: Path | str, text: str) -> Path:
     return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+def csv_text(frame: Any) -> str:
+    """A DataFrame as CSV with every text value quoted (numbers and booleans bare), so that a
+    reader that honours quotes keeps "0026" as text; attnlab's own readers also read text
+    columns with ``dtype=str`` (pandas infers types through quotes). Booleans are quoted
+    too: a quote-honouring reader would take a bare ``False`` for a number."""
+    flags = {c: frame[c].map(str) for c in frame.columns if frame[c].dtype == bool}
+    return frame.assign(**flags).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
+def csv_rows(header: list[str], rows: list[list[str]]) -> str:
+    """A CSV of text rows, each value quoted; the header bare (``filename,label``)."""
+    buf = io.StringIO()
+    buf.write(",".join(header) + "\n")
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
 
 
 def write_json(path: Path | str, data: Any) -> Path:

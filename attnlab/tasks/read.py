@@ -11,10 +11,10 @@ import torch
 
 from attnlab.config import RunTaskConfig, check_beam
 from attnlab.data.folder import load_image
-from attnlab.data.strips import pad_strips
+from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
 from attnlab.evaluation.figures import maps
-from attnlab.evaluation.inference import read_strips
+from attnlab.evaluation.inference import Readings, read_strips
 from attnlab.runs import checkpoint
 
 
@@ -46,6 +46,16 @@ def map_names(paths: list[Path]) -> list[str]:
     return names
 
 
+def read_loaded(
+    reader, dev: torch.device, loaded: list[torch.Tensor], beam: int
+) -> tuple[StripBatch, Readings]:
+    """Loaded images (each (height, W)) -> their padded batch and readings: the one reading
+    step of ``attnlab read`` and of ``attnlab.load(...).read``."""
+    spans = torch.zeros(len(loaded), 1, 2, dtype=torch.long)  # (N, 1, 2): no glyph spans
+    strips = pad_strips(loaded, [""] * len(loaded), spans)
+    return strips, read_strips(reader, strips, dev, 64, beam)
+
+
 def read_files(
     images: list[Path],
     run: str,
@@ -74,9 +84,7 @@ def read_files(
             bad += 1
     if not loaded:
         return bad
-    spans = torch.zeros(len(loaded), 1, 2, dtype=torch.long)
-    strips = pad_strips(loaded, [""] * len(loaded), spans)
-    out = read_strips(reader, strips, dev, 64, beam)
+    strips, out = read_loaded(reader, dev, loaded, beam)
     width = max(len(shown(p)) for p in names)
     say(f"{'file':<{width}}  {'reading':<12}  confidence")
     for i, path in enumerate(names):

@@ -1,0 +1,108 @@
+"""``attnlab.load``: a trained run as a reader object for notebooks and scripts.
+
+It restores the checkpoint as ``attnlab read`` does (attnlab.runs.checkpoint) and reads
+through the same loader (attnlab.data.folder.prepare) and the same reading step
+(attnlab.tasks.read.read_loaded), so a file gives the same text here as on the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.config import RunTaskConfig, check_beam
+from attnlab.data.arrays import array_grey, pil_grey
+from attnlab.data.folder import load_image, prepare
+from attnlab.errors import UserError
+
+
+@dataclass
+class Reading:
+    """One image's reading. ``step_confidences``: the probability of each read character,
+    then of the end (len(text) + 1 values), where the reader can say; ``attention``: its
+    (steps, columns) attention rows, where the reader has them."""
+
+    source: str  # the path, or "<image i>" for an in-memory image
+    text: str
+    confidence: float
+    step_confidences: np.ndarray | None = field(default=None, repr=False)
+    attention: np.ndarray | None = field(default=None, repr=False)
+
+
+def _is_image(obj: Any) -> bool:
+    """One image rather than a list of them (an array is always one image)."""
+    from PIL import Image
+
+    return isinstance(obj, (str, Path, np.ndarray, Image.Image))
+
+
+class TrainedReader:
+    """A run's trained reader: ``.read(images, beam=1)``, ``.charset``, ``.config``, ``.run``."""
+
+    def __init__(self, run: Path, checkpoint: Path, restored: Any) -> None:
+        self.run = run  # the run directory (or the checkpoint file given)
+        self.checkpoint = checkpoint
+        self.config = restored.config  # the run's ExperimentConfig
+        self.model = restored.reader
+        self.device = restored.device
+
+    @property
+    def charset(self) -> str:
+        return str(self.config.data.charset)
+
+    def __repr__(self) -> str:
+        return f"TrainedReader({self.model.name!r}, run={str(self.run)!r})"
+
+    def _load(self, image: Any, i: int, crop: bool):
+        """One image -> (height, W) tensor, through the folder loader; and its name."""
+        from PIL import Image
+
+        height = self.config.data.height
+        if isinstance(image, (str, Path)):
+            return load_image(image, height, crop=crop), str(image)
+        name = f"<image {i}>"
+        if isinstance(image, Image.Image):
+            return prepare(pil_grey(image, name), name, height, crop=crop), name
+        if isinstance(image, np.ndarray):
+            return prepare(array_grey(image, name), name, height, crop=crop), name
+        raise UserError(
+            f"{name}: a {type(image).__name__} is not an image (give a path, a PIL image "
+            "or a NumPy array)"
+        )
+
+    def read(self, images: Any, beam: int = 1, crop: bool = True) -> list[Reading]:
+        """Read one image or a list of them; one Reading per image, in order. ``crop`` as
+        ``attnlab read``'s: the ink is placed as the generator places it."""
+        from attnlab.evaluation.explore import step_confidences
+        from attnlab.tasks.read import read_loaded
+
+        check_beam(beam, "beam")
+        items = [images] if _is_image(images) else list(images)
+        if not items:
+            return []
+        loaded, names = zip(*(self._load(im, i, crop) for i, im in enumerate(items)), strict=True)
+        strips, out = read_loaded(self.model, self.device, list(loaded), beam)
+        steps = step_confidences(self.model, self.device, strips, out.texts)  # (N, Lmax + 1)
+        return [
+            Reading(
+                name,
+                out.texts[i],
+                float(out.confidence[i]),
+                None if steps is None else steps[i, : len(out.texts[i]) + 1],
+                None if out.weights is None else out.weights[i],
+            )
+            for i, name in enumerate(names)
+        ]
+
+
+def load(run_or_checkpoint: Path | str, which: str = "best", device: str = "auto"):
+    """A run directory (its checkpoints/<which>.pt) or a checkpoint file -> TrainedReader.
+    Errors are ``attnlab.UserError`` with the line ``attnlab read`` prints."""
+    from attnlab.runs import checkpoint
+
+    RunTaskConfig.check_run(which, device)
+    path = checkpoint.resolve(run_or_checkpoint, which)
+    return TrainedReader(Path(run_or_checkpoint), path, checkpoint.restore(path, device))

@@ -1,0 +1,113 @@
+"""``attnlab.results`` and ``attnlab.compare``: the report's discovery, grouping, aggregation
+and paired differences (attnlab.report) as pandas DataFrames, without writing a report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from attnlab.errors import UserError
+from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
+from attnlab.report.compare import CompareRefused, readings
+from attnlab.report.discover import ReportError, RunInfo, discover_runs
+from attnlab.report.variants import assign_variants
+
+RUN_COLUMNS = [
+    "run", "train", "reader", "variant", "variant_id", "seed", "status", "threads", "step",
+    "best_step", "evals", "problems", "duplicate_of",
+]  # fmt: skip
+TEXT = ["source", "truth", "reading"]  # readings' text columns: always str ("0026")
+
+
+@dataclass
+class Results:
+    """Runs under some paths, as ``attnlab report`` groups them.
+
+    ``runs``: one row per run directory (problems joined by "; "). ``metrics``: one row per
+    run x evaluation x length (and the split totals, length "all"), the runs the report
+    counts. ``summary``: the seed aggregate, the rows of summary.csv. ``readings``: one row
+    per run x evaluation x strip, text columns as str."""
+
+    paths: list[Path]
+    runs: pd.DataFrame
+    metrics: pd.DataFrame
+    summary: pd.DataFrame
+    readings: pd.DataFrame
+    notes: list[str] = field(default_factory=list)  # duplicate seeds, unreadable readings
+    infos: list[RunInfo] = field(default_factory=list, repr=False)
+    groups: list[TrainGroup] = field(default_factory=list, repr=False)
+
+
+def _run_rows(infos: list[RunInfo]) -> pd.DataFrame:
+    rows = [
+        [
+            str(r.path),
+            r.train,
+            r.reader_name,
+            r.variant,
+            r.variant_id,
+            r.seed,
+            r.status,
+            r.threads,
+            r.step,
+            r.best_step,
+            ",".join(r.evals),
+            "; ".join(r.problems),
+            str(r.duplicate_of) if r.duplicate_of else "",
+        ]  # fmt: skip
+        for r in infos
+    ]
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def _reading_rows(groups: list[TrainGroup], notes: list[str]) -> pd.DataFrame:
+    frames = []
+    for group in groups:
+        for run in group.runs:
+            for name in run.evals:
+                try:
+                    frame = readings(run, name).reset_index()
+                except CompareRefused as err:  # said, not raised: as the report does
+                    notes.append(str(err))
+                    continue
+                frames.append(frame.assign(run=str(run.path), variant=run.variant, eval=name))
+    if not frames:
+        return pd.DataFrame(columns=["run", "variant", "eval", *TEXT])
+    out = pd.concat(frames, ignore_index=True).drop(columns=["edits", "chars"])
+    first = ["run", "variant", "eval"]
+    return out[first + [c for c in out.columns if c not in first]]
+
+
+def results(*paths: Path | str) -> Results:
+    """Every run under ``paths`` (run or sweep directories, or folders holding them)."""
+    if len(paths) == 1 and isinstance(paths[0], (list, tuple)):
+        paths = tuple(paths[0])
+    roots = [Path(p) for p in paths]
+    try:
+        infos = discover_runs(roots)
+    except ReportError as err:
+        raise UserError(str(err)) from err
+    if not infos:
+        raise UserError(f"no runs found under {', '.join(str(p) for p in roots)}")
+    notes = assign_variants(infos)
+    summary = aggregate(infos)
+    groups = train_groups(infos, summary)
+    metrics = long_frame(infos, None)
+    return Results(
+        roots, _run_rows(infos), metrics, summary, _reading_rows(groups, notes), notes, infos,
+        groups,
+    )  # fmt: skip
+
+
+def compare(res: Results, a: str, b: str) -> pd.DataFrame:
+    """Variant ``a`` minus variant ``b`` (labels as in ``res.runs.variant``, or a reader's
+    name): the rows ``attnlab report --compare A B`` writes to comparisons.csv."""
+    from attnlab.report.build import comparisons
+
+    try:
+        rows, _ = comparisons(res.groups, (a, b))
+    except ReportError as err:
+        raise UserError(str(err)) from err
+    return rows
