@@ -29,7 +29,14 @@ from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
+from attnlab.runtime import (
+    autocast,
+    bf16_autocast,
+    device_label,
+    resolve_device,
+    set_threads,
+)
+from attnlab.threads import allowed_cpus, governor
 from attnlab.training.validation import (
     log_validation,
     validate,
@@ -95,6 +102,8 @@ class Trainer:
         t = cfg.train
         check_training(cfg)
         set_threads(t.threads)
+        idle = t.threads or min(torch.get_num_threads(), allowed_cpus())  # today's count
+        self.threads = governor(t.thread_policy, idle)  # fewer while others keep CPUs busy
         self.device = resolve_device(t.device)
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
@@ -259,6 +268,7 @@ class Trainer:
 
     def advance(self) -> float:
         """One optimiser step, counted; its loss."""
+        self.threads.tick()
         started = time.perf_counter()
         loss = self.train_step()
         self.timer.step_s += time.perf_counter() - started
@@ -312,6 +322,7 @@ class Trainer:
                 "it ends at step %d (a larger train.steps trains on)", t.steps, self.step,
                 self.step,
             )  # fmt: skip
+        self.threads.tick()
         if self.step == 0:
             self.last_val = self.validate()
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
@@ -364,6 +375,8 @@ class Trainer:
                 "exact_acc": self.best.exact_acc,
                 "cer": self.best.metrics.get("cer"),
             },
+            threads=self.threads.counts,
+            device=device_label(self.device),
         )
         self.run_dir.write_metrics(metrics)
         self.run_dir.write_history(self.history)
