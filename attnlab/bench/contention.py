@@ -68,9 +68,12 @@ def rate(reader: str, device: str, seconds: float, overrides: list[str], load: i
             "threads": trainer.threads.counts}  # fmt: skip
 
 
-def one_reader(reader: str, device: str, seconds: float, overrides: list[str]) -> dict:
-    """Every setting idle, then loaded, in this (fresh) process."""
-    load = allowed_cpus()
+def one_reader(
+    reader: str, device: str, seconds: float, overrides: list[str], per_cpu: int = 1
+) -> dict:
+    """Every setting idle, then loaded (``per_cpu`` burners per usable CPU), in this (fresh)
+    process."""
+    load = per_cpu * allowed_cpus()
     out: dict[str, Any] = {"reader": reader, "burners": load, "rows": {}}
     for name, extra in SETTINGS:
         out["rows"][name] = {
@@ -87,15 +90,19 @@ def one_reader(reader: str, device: str, seconds: float, overrides: list[str]) -
     return out
 
 
-def run(readers: list[str], device: str, seconds: float, overrides: list[str]) -> list[dict]:
+def run(
+    readers: list[str], device: str, seconds: float, overrides: list[str], per_cpu: int = 1
+) -> list[dict]:
     """Each reader in its own process (a fresh OpenMP pool)."""
-    return [in_child(one_reader, r, device, seconds, overrides) for r in readers]
+    return [in_child(one_reader, r, device, seconds, overrides, per_cpu) for r in readers]
 
 
 def show(results: list[dict], device: str, overrides: list[str]) -> None:
     n = results[0]["burners"]
-    print(f"contention: Trainer.advance() strips/s, {config_label(overrides)} on {device}; "
-          f"loaded = {n} CPU-bound processes beside it (one per usable CPU)")  # fmt: skip
+    print(
+        f"contention: Trainer.advance() strips/s, {config_label(overrides)} on {device}; "
+        f"loaded = {n} CPU-bound processes beside it ({n // allowed_cpus()} per usable CPU)"
+    )
     rows = []
     for r in results:
         for name, _ in SETTINGS:
