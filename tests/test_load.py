@@ -18,7 +18,7 @@ from attnlab.bench import contention
 from attnlab.errors import UserError
 from attnlab.report.discover import discover_runs
 from attnlab.runtime import gpu_ids, local_jobs
-from attnlab.threads import ThreadGovernor, allowed_cpus, cgroup_cpus, threads_for
+from attnlab.threads import ThreadGovernor, adapt_once, allowed_cpus, cgroup_cpus, threads_for
 
 TINY = ["preset=tiny", "train.progress=plain"]
 TWO_CPUS = pytest.mark.skipif(allowed_cpus() < 2, reason="needs 2 usable CPUs")
@@ -45,6 +45,8 @@ def test_governor_drops_to_one_thread_beside_a_burner_per_cpu():
         governor = ThreadGovernor(cap=allowed_cpus(), every_s=0)
         time.sleep(0.5)  # the burners running while it measures
         assert governor.tick() == 1 and torch.get_num_threads() == 1
+        torch.set_num_threads(saved)
+        assert adapt_once() == 1 and torch.get_num_threads() == 1  # what `attnlab eval` does
     finally:
         for p in procs:
             p.kill()
