@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from attnlab.bench import contention
 from attnlab.errors import UserError
+from attnlab.report.build import build_report
 from attnlab.report.discover import discover_runs
 from attnlab.runtime import gpu_ids, local_jobs
 from attnlab.threads import ThreadGovernor, adapt_once, allowed_cpus, cgroup_cpus, threads_for
@@ -101,6 +102,8 @@ def test_jobs_at_once_from_the_gpus(monkeypatch):
 def test_sweep_gives_each_job_its_own_gpu(tmp_path, cli_env):
     runs = sweep_on_fake_gpus(tmp_path, cli_env, "0,1", 1)
     assert sorted(r.device for r in runs) == ["cpu [GPU 0]", "cpu [GPU 1]"]
+    index = build_report([runs[0].sweep], tmp_path / "report").read_text()  # the run table
+    assert "<td>cpu [GPU 0]</td>" in index and "<td>cpu [GPU 1]</td>" in index
 
 
 def test_sweep_jobs_share_a_gpu_when_asked(tmp_path, cli_env):
