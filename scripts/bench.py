@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--val-every", type=int, default=50, help="converge: steps between checks")
     p.add_argument("--threshold", type=float, default=0.99, help="converge: exact accuracy")
     p.add_argument("--burners-per-cpu", type=int, default=1, help="contention: CPU load")
+    p.add_argument("--repeats", type=int, default=2, help="contention: rounds (best kept)")
     p.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Hydra override of the train config (repeatable)")  # fmt: skip
@@ -76,7 +77,7 @@ def section(name: str, args: argparse.Namespace, device: str) -> dict:
     elif name == "contention":
         readers = [args.reader] if args.reader else ["attention", "fixed"]
         results = contention.run(
-            readers, device, args.train_seconds, args.override, args.burners_per_cpu
+            readers, device, args.train_seconds, args.override, args.burners_per_cpu, args.repeats
         )
         contention.show(results, device, args.override)
         r = {x["reader"]: x for x in results}
