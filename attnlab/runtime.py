@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
+from pathlib import Path
 
 import torch
 
@@ -45,11 +47,25 @@ def autocast(device: torch.device | str, enabled: bool) -> torch.autocast:
 JOB_MEMORY_GIB = 1.5
 
 
+def cgroup_cpus(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
+    """The cgroup v2 CPU quota in CPUs ("200000 100000" = 2.0), None when unlimited or absent."""
+    try:
+        quota, period = path.read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else int(quota) / int(period)
+
+
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, e.g. a container's share)."""
+    """The CPUs this process may run on: its affinity (e.g. a container's share), no more
+    than its cgroup CPU quota."""
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+        cpus = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count() or 1
+    if (quota := cgroup_cpus()) is not None:
+        cpus = min(cpus, math.floor(quota))
+    return max(1, cpus)
 
 
 def available_memory_gib() -> float | None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from attnlab.runtime import usable_cpus
+
 log = logging.getLogger(__name__)
 
 CHECK_EVERY_S = 2.0  # between two measurements while training (a /proc/stat read: ~50 us)
@@ -30,28 +32,10 @@ SLACK = 0.3
 POLICIES = ("adaptive", "fixed")
 
 
-def cgroup_cpus(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
-    """The cgroup v2 CPU quota in CPUs ("200000 100000" = 2.0), None when unlimited or absent."""
-    try:
-        quota, period = path.read_text().split()[:2]
-    except (OSError, ValueError):
-        return None
-    return None if quota == "max" else int(quota) / int(period)
-
-
 def affinity() -> set[int]:
     if hasattr(os, "sched_getaffinity"):
         return set(os.sched_getaffinity(0))
     return set(range(os.cpu_count() or 1))
-
-
-def allowed_cpus() -> int:
-    """The CPUs this process may use: its affinity, no more than its cgroup quota."""
-    cpus = len(affinity())
-    quota = cgroup_cpus()
-    if quota is not None:
-        cpus = min(cpus, max(1, math.floor(quota)))
-    return max(1, cpus)
 
 
 def _busy_seconds(cpus: set[int]) -> float | None:
@@ -87,7 +71,7 @@ class CpuMeter:
         if busy0 is None or busy1 is None or t1 - t0 <= 0:
             return None
         others = max(0.0, (busy1 - busy0) - (own1 - own0)) / (t1 - t0)
-        return allowed_cpus() - others
+        return usable_cpus() - others
 
 
 def threads_for(free: float | None, cap: int) -> int:
@@ -145,10 +129,10 @@ class FixedThreads:
 def governor(policy: str, cap: int) -> ThreadGovernor | FixedThreads:
     """The run's thread policy; ``cap``: the threads it would use on an idle machine."""
     if policy == "adaptive":
-        return ThreadGovernor(min(cap, allowed_cpus()))
+        return ThreadGovernor(min(cap, usable_cpus()))
     return FixedThreads()
 
 
 def adapt_once() -> int:
     """Torch's threads set once from the CPUs free now (an evaluation: a short job)."""
-    return ThreadGovernor(min(torch.get_num_threads(), allowed_cpus())).tick()
+    return ThreadGovernor(min(torch.get_num_threads(), usable_cpus())).tick()

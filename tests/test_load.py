@@ -18,11 +18,11 @@ from attnlab.bench import contention
 from attnlab.errors import UserError
 from attnlab.report.build import build_report
 from attnlab.report.discover import discover_runs
-from attnlab.runtime import gpu_ids, local_jobs
-from attnlab.threads import ThreadGovernor, adapt_once, allowed_cpus, cgroup_cpus, threads_for
+from attnlab.runtime import cgroup_cpus, gpu_ids, local_jobs, usable_cpus
+from attnlab.threads import ThreadGovernor, adapt_once, threads_for
 
 TINY = ["preset=tiny", "train.progress=plain"]
-TWO_CPUS = pytest.mark.skipif(allowed_cpus() < 2, reason="needs 2 usable CPUs")
+TWO_CPUS = pytest.mark.skipif(usable_cpus() < 2, reason="needs 2 usable CPUs")
 
 
 def test_threads_for_free_cpus():
@@ -41,9 +41,9 @@ def test_cgroup_quota(tmp_path):
 @TWO_CPUS
 def test_governor_drops_to_one_thread_beside_a_burner_per_cpu():
     saved = torch.get_num_threads()
-    procs = contention.burners(allowed_cpus(), 10)
+    procs = contention.burners(usable_cpus(), 10)
     try:
-        governor = ThreadGovernor(cap=allowed_cpus(), every_s=0)
+        governor = ThreadGovernor(cap=usable_cpus(), every_s=0)
         time.sleep(0.5)  # the burners running while it measures
         assert governor.tick() == 1 and torch.get_num_threads() == 1
         torch.set_num_threads(saved)
@@ -67,7 +67,7 @@ def test_trained_run_records_policy_threads_and_device(trained):
 def test_contention_section(capsys):
     r = contention.one_reader("fixed", "cpu", 0.2, TINY)
     rows = r["rows"]
-    assert r["burners"] == allowed_cpus()
+    assert r["burners"] == usable_cpus()
     assert rows["1 thread"]["loaded"]["threads"] == [1]
     assert rows["default"]["loaded"]["threads"][0] == 1  # the load was there from its start
     assert rows["fixed default"]["loaded"]["threads"] == [contention.IDLE_THREADS]

@@ -18,7 +18,7 @@ import torch
 
 from attnlab.bench.common import config_label, fmt, in_child, reader_config, table
 from attnlab.runs.rundir import RunDir
-from attnlab.threads import allowed_cpus
+from attnlab.runtime import usable_cpus
 
 # name, overrides: the rows of the table (a fixed default = torch's threads, as before)
 SETTINGS = (
@@ -75,7 +75,7 @@ def one_reader(
     """Every setting idle, then loaded (``per_cpu`` burners per usable CPU), in this (fresh)
     process; ``repeats`` rounds of every row in turn, each row's best kept (other work on a
     shared machine only ever slows a row down)."""
-    load = per_cpu * allowed_cpus()
+    load = per_cpu * usable_cpus()
     out: dict[str, Any] = {"reader": reader, "burners": load, "repeats": repeats, "rows": {}}
     for _ in range(repeats):
         for name, extra in SETTINGS:
@@ -106,7 +106,7 @@ def show(results: list[dict], device: str, overrides: list[str]) -> None:
     n = results[0]["burners"]
     print(
         f"contention: Trainer.advance() strips/s, {config_label(overrides)} on {device}; "
-        f"loaded = {n} CPU-bound processes beside it ({n // allowed_cpus()} per usable CPU); "
+        f"loaded = {n} CPU-bound processes beside it ({n // usable_cpus()} per usable CPU); "
         f"each figure the best of {results[0]['repeats']} rounds"
     )
     rows = []

@@ -35,8 +35,9 @@ from attnlab.runtime import (
     device_label,
     resolve_device,
     set_threads,
+    usable_cpus,
 )
-from attnlab.threads import allowed_cpus, governor
+from attnlab.threads import governor
 from attnlab.training.validation import (
     log_validation,
     validate,
@@ -102,7 +103,7 @@ class Trainer:
         t = cfg.train
         check_training(cfg)
         set_threads(t.threads)
-        idle = t.threads or min(torch.get_num_threads(), allowed_cpus())  # today's count
+        idle = t.threads or min(torch.get_num_threads(), usable_cpus())  # today's count
         self.threads = governor(t.thread_policy, idle)  # fewer while others keep CPUs busy
         self.device = resolve_device(t.device)
         self.seen = seen_lengths(cfg.data)
