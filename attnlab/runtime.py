@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
+from pathlib import Path
 
 import torch
 
@@ -45,11 +47,25 @@ def autocast(device: torch.device | str, enabled: bool) -> torch.autocast:
 JOB_MEMORY_GIB = 1.5
 
 
+def cgroup_cpus(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
+    """The cgroup v2 CPU quota in CPUs ("200000 100000" = 2.0), None when unlimited or absent."""
+    try:
+        quota, period = path.read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else int(quota) / int(period)
+
+
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity, e.g. a container's share)."""
+    """The CPUs this process may run on: its affinity (e.g. a container's share), no more
+    than its cgroup CPU quota."""
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+        cpus = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count() or 1
+    if (quota := cgroup_cpus()) is not None:
+        cpus = min(cpus, math.floor(quota))
+    return max(1, cpus)
 
 
 def available_memory_gib() -> float | None:
@@ -64,19 +80,60 @@ def available_memory_gib() -> float | None:
     return None
 
 
-def local_jobs() -> int:
-    """Sweep jobs to run at once on this machine (conf/hydra/launcher/parallel.yaml): one per
-    usable CPU, no more than the available memory holds (JOB_MEMORY_GIB each). Each job then
-    runs with CPUs // jobs torch threads (joblib sets OMP_NUM_THREADS in its workers), so
-    jobs x threads never exceeds the CPUs. With a CUDA GPU, one job at a time: every job's
-    ``train.device=auto`` is that GPU."""
-    if torch.cuda.is_available():
+# A simulated device list for tests without a GPU ("0,1"): read wherever CUDA GPUs are listed.
+FAKE_GPUS = "ATTNLAB_FAKE_GPUS"
+# GPU memory one default training job takes at its peak, measured (scripts/gpu_check.sh prints
+# it): None until measured, and then one job per GPU.
+JOB_GPU_MEMORY_GIB: float | None = None
+
+
+def gpu_ids() -> list[str]:
+    """The GPUs a sweep hands out (the ids CUDA_VISIBLE_DEVICES takes); [] without CUDA."""
+    if (fake := os.environ.get(FAKE_GPUS)) is not None:
+        return [x.strip() for x in fake.split(",") if x.strip()]
+    if not torch.cuda.is_available():
+        return []
+    count = torch.cuda.device_count()
+    visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    return [x for x in visible if x][:count] or [str(i) for i in range(count)]
+
+
+def jobs_per_gpu(setting: int | None = None) -> int:
+    """Sweep jobs sharing one GPU: ``setting`` (hydra.launcher.jobs_per_gpu) when given, else
+    as many as the smallest GPU's memory holds at JOB_GPU_MEMORY_GIB each; 1 when unknown."""
+    if setting is not None:
+        if setting < 1:
+            raise UserError(f"hydra.launcher.jobs_per_gpu: {setting} must be >= 1 (or null)")
+        return setting
+    if JOB_GPU_MEMORY_GIB is None or os.environ.get(FAKE_GPUS) is not None:
         return 1
+    if not torch.cuda.is_available():
+        return 1
+    gib = min(
+        torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())
+    )
+    return max(1, int(gib / 2**30 // JOB_GPU_MEMORY_GIB))
+
+
+def local_jobs(per_gpu: int | None = None) -> int:
+    """Sweep jobs to run at once on this machine (conf/hydra/launcher/parallel.yaml). With
+    GPUs: jobs_per_gpu(per_gpu) on each (the launcher gives each job its GPU through
+    CUDA_VISIBLE_DEVICES). Without: one per usable CPU, no more than the available memory
+    holds (JOB_MEMORY_GIB each); each job then runs with CPUs // jobs torch threads (joblib
+    sets OMP_NUM_THREADS in its workers), so jobs x threads never exceeds the CPUs."""
+    if gpus := gpu_ids():
+        return len(gpus) * jobs_per_gpu(per_gpu)
     jobs = usable_cpus()
     memory = available_memory_gib()
     if memory is not None:
         jobs = min(jobs, int(memory // JOB_MEMORY_GIB))
     return max(1, jobs)
+
+
+def device_label(device: torch.device) -> str:
+    """The device a run used, with the GPU(s) it was given: ``cuda:0 [GPU 3]``."""
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return f"{device} [GPU {given}]" if given else str(device)
 
 
 def set_threads(threads: int) -> None:

@@ -1,11 +1,13 @@
 """Speed of attnlab's moving parts, with their targets; each section is a tested function of
 attnlab.bench (attnlab/bench/<section>.py). Sections: synth, train (strips/s, FLOPs per
 strip, GFLOP/s and the ratio to the machine's fp32 matmul peak), eval; when asked: converge,
-folder, typefaces. Wall-clock figures: on a shared machine, run twice.
+folder, typefaces, contention (idle and beside one CPU burner per CPU). Wall-clock figures:
+on a shared machine, run twice.
 
     python scripts/bench.py                        # synth, train, eval (1-2 minutes on CPU)
     python scripts/bench.py --only eval --run outputs/RUN   # time the default evaluation
     python scripts/bench.py --only converge [--reader fixed] [--max-seconds 300]
+    python scripts/bench.py --only contention [--reader fixed] [--train-seconds 10]
     python scripts/bench.py --device cuda --json bench.json --threads 1
 """
 
@@ -18,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from attnlab.bench import common, converge, folder, synth, train, typefaces
+from attnlab.bench import common, contention, converge, folder, synth, train, typefaces
 from attnlab.bench import eval as evaluation
 from attnlab.runs.io import write_json
 
-SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder")
+SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder", "contention")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -40,6 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-seconds", type=float, default=300.0, help="converge: training limit")
     p.add_argument("--val-every", type=int, default=50, help="converge: steps between checks")
     p.add_argument("--threshold", type=float, default=0.99, help="converge: exact accuracy")
+    p.add_argument("--burners-per-cpu", type=int, default=1, help="contention: CPU load")
+    p.add_argument("--repeats", type=int, default=2, help="contention: rounds (best kept)")
     p.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Hydra override of the train config (repeatable)")  # fmt: skip
@@ -70,6 +74,13 @@ def section(name: str, args: argparse.Namespace, device: str) -> dict:
     elif name == "eval":
         r = evaluation.run(device, args.run, reader, args.override, args.eval_n, args.eval_full)
         evaluation.show(r, device)
+    elif name == "contention":
+        readers = [args.reader] if args.reader else ["attention", "fixed"]
+        results = contention.run(
+            readers, device, args.train_seconds, args.override, args.burners_per_cpu, args.repeats
+        )
+        contention.show(results, device, args.override)
+        r = {x["reader"]: x for x in results}
     elif name == "typefaces":
         r = typefaces.main(["--model", reader])  # it prints its own table
     elif name == "folder":

@@ -13,7 +13,10 @@
 #      training throughput (strips/s, from its metrics.json) and validation accuracy;
 #   3. runs `scripts/bench.py --only train,eval --device cuda`, evaluating the attention run
 #      just trained, which prints strips/s and peak GPU memory (torch.cuda.max_memory_allocated)
-#      and writes them to $OUT_DIR/bench.json.
+#      and writes them to $OUT_DIR/bench.json;
+#   4. runs a short 2-reader sweep (`attnlab sweep lengths preset=gpu`, 200 steps) with
+#      hydra.launcher.jobs_per_gpu=1 and then 2 into $OUT_DIR/sweep_jpg{1,2}, and prints both
+#      wall times and the GPU each job was given (metrics.json "device").
 # Earlier outputs of this script under $OUT_DIR are replaced.
 set -euo pipefail
 
@@ -38,6 +41,7 @@ if ! "$PYTHON" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; 
     echo "gpu_check: torch sees no CUDA device here (torch $("$PYTHON" -c \
         'import torch; print(torch.__version__)' 2>/dev/null || echo '?')); this check needs" \
         "a CUDA GPU and a CUDA build of torch" >&2
+    echo "gpu_check: no GPU, so no sweep comparison (1 and 2 jobs per GPU) either" >&2
     exit 1
 fi
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -52,7 +56,8 @@ print(f"device 0: {torch.cuda.get_device_name(0)}  bf16 {torch.cuda.is_bf16_supp
 EOF
 
 mkdir -p "$OUT_DIR"
-rm -rf "$OUT_DIR/gpu_run/attention" "$OUT_DIR/gpu_run/fixed" "$OUT_DIR/bench.json"
+rm -rf "$OUT_DIR/gpu_run/attention" "$OUT_DIR/gpu_run/fixed" "$OUT_DIR/bench.json" \
+    "$OUT_DIR/sweep_jpg1" "$OUT_DIR/sweep_jpg2"
 
 for reader in attention fixed; do
     run="$OUT_DIR/gpu_run/$reader"
@@ -78,6 +83,26 @@ echo "== bench: train and eval on cuda"
 cd "$ROOT"
 "$PYTHON" scripts/bench.py --only train,eval --device cuda \
     --run "$OUT_DIR/gpu_run/attention" --json "$OUT_DIR/bench.json"
+
+declare -A WALL
+for per_gpu in 1 2; do
+    sweep="$OUT_DIR/sweep_jpg$per_gpu"
+    echo
+    echo "== sweep: 2 readers, preset=gpu, 200 steps, hydra.launcher.jobs_per_gpu=$per_gpu"
+    start=$(date +%s)
+    "$ATTNLAB" sweep lengths preset=gpu train.steps=200 train.val_every=100 \
+        train.checkpoint_every=200 train.progress=plain "hydra.launcher.jobs_per_gpu=$per_gpu" \
+        "hydra.sweep.dir=$sweep"
+    WALL[$per_gpu]=$(($(date +%s) - start))
+    "$PYTHON" - "$sweep" <<'EOF'
+import json, pathlib, sys
+for m in sorted(pathlib.Path(sys.argv[1]).glob("*/metrics.json")):
+    r = json.loads(m.read_text())
+    print(f"  {r['reader']}: {r.get('device')}, {r['strips_per_s']:,.0f} strips/s")
+EOF
+done
+echo
+echo "sweep of 2 readers: ${WALL[1]} s wall with 1 job per GPU, ${WALL[2]} s with 2 jobs per GPU"
 
 echo
 echo "gpu_check: done; runs in $OUT_DIR/gpu_run, figures in $OUT_DIR/bench.json"

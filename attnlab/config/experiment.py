@@ -55,6 +55,9 @@ class TrainConfig:
     maps_logged: int = 3  # validation strips whose attention map goes to TensorBoard
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # CPU threads; 0 = torch default (under submitit: the job CPU share)
+    # adaptive: at most train.threads, fewer while other processes keep CPUs busy (measured
+    # every 2 s: attnlab.threads); fixed: exactly train.threads
+    thread_policy: str = "adaptive"
     compile: bool = False
     # bf16 autocast: null = on CUDA only (CPU runs stay float32); true = on any device, CPU
     # included (train.bf16=true train.device=cpu); false = never.
@@ -73,6 +76,8 @@ class TrainConfig:
         require(t.examples_shown >= 0 and t.maps_logged >= 0, "train.examples_shown/maps_logged",
                 (t.examples_shown, t.maps_logged), "must be >= 0")  # fmt: skip
         require(t.threads >= 0, "train.threads", t.threads, "must be >= 0 (0 = default)")
+        ok = t.thread_policy in ("adaptive", "fixed")
+        require(ok, "train.thread_policy", t.thread_policy, "must be adaptive or fixed")
         ok = t.progress in ("auto", "rich", "plain")
         require(ok, "train.progress", t.progress, "must be auto, rich or plain")
         check_device(t.device, "train.device")

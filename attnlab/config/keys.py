@@ -16,6 +16,7 @@ NEUTRAL_KEYS = (
     "train.device",  # where it ran (auto | cpu | cuda:N)
     "train.threads",  # CPU threads (1- and 2-thread CPU runs differ slightly: float sums in
     # another order; the report's run table shows each run's)
+    "train.thread_policy",  # how many of those threads while other work runs (same rule)
     "train.progress",  # progress display
     "train.log_every",  # logging cadence
     "train.checkpoint_every",  # checkpoint cadence (a resume continues the same run)

@@ -66,6 +66,7 @@ class RunInfo:
     # train.threads: the CPU threads it trained with (runs record the number since the sweep
     # ran jobs side by side; 0 = torch's default, in older runs). A neutral key, shown only.
     threads: int | None = None
+    device: str | None = None  # metrics.json: where it trained, with the GPU it was given
     config_text: str = field(default="", repr=False)
     overrides: list[str] = field(default_factory=list)
     eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
@@ -207,6 +208,7 @@ def _read_metrics(run: RunDir, info: RunInfo) -> None:
         return
     best = metrics.best.get("step") if isinstance(metrics.best, dict) else None
     info.best_step = best if isinstance(best, int) else None
+    info.device = None if metrics.device is None else str(metrics.device)
     if info.reader is None and metrics.reader:
         info.reader = str(metrics.reader)
 

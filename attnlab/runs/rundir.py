@@ -94,6 +94,8 @@ class TrainMetrics:
     seen_lengths: list[int]
     val: dict[str, Any]
     best: dict[str, Any]
+    threads: list[int] | None = None  # the CPU thread counts used, in order (thread_policy)
+    device: str | None = None  # e.g. cpu, cuda:0 [GPU 1] (the CUDA_VISIBLE_DEVICES it was given)
 
 
 @dataclass

@@ -31,7 +31,15 @@ from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.io import remove_orphans
 from attnlab.runs.resume import check_same_config
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import autocast, bf16_autocast, resolve_device, set_threads
+from attnlab.runtime import (
+    autocast,
+    bf16_autocast,
+    device_label,
+    resolve_device,
+    set_threads,
+    usable_cpus,
+)
+from attnlab.threads import governor
 from attnlab.training.validation import (
     log_validation,
     validate,
@@ -97,6 +105,8 @@ class Trainer:
         t = cfg.train
         check_training(cfg)
         set_threads(t.threads)
+        idle = t.threads or min(torch.get_num_threads(), usable_cpus())  # today's count
+        self.threads = governor(t.thread_policy, idle)  # fewer while others keep CPUs busy
         self.device = resolve_device(t.device)
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
@@ -262,6 +272,7 @@ class Trainer:
 
     def advance(self) -> float:
         """One optimiser step, counted; its loss."""
+        self.threads.tick()
         started = time.perf_counter()
         loss = self.train_step()
         self.timer.step_s += time.perf_counter() - started
@@ -315,6 +326,7 @@ class Trainer:
                 "it ends at step %d (a larger train.steps trains on)", t.steps, self.step,
                 self.step,
             )  # fmt: skip
+        self.threads.tick()
         if self.step == 0:
             self.last_val = self.validate()
             self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
@@ -382,6 +394,8 @@ class Trainer:
                 "exact_acc": self.best.exact_acc,
                 "cer": self.best.metrics.get("cer"),
             },
+            threads=self.threads.counts,
+            device=device_label(self.device),
         )
         self.run_dir.write_metrics(metrics)
         self.run_dir.write_history(self.history)

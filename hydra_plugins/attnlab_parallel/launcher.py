@@ -13,18 +13,54 @@ when the sweep is run again.
 
 With ``pre_dispatch: n_jobs`` and ``batch_size: 1`` (parallel.yaml) no job is queued
 behind a running one, so no queued job starts once the sweep has been stopped.
+
+With GPUs (``attnlab.runtime.gpu_ids``, or ATTNLAB_FAKE_GPUS in tests) each job gets its
+GPU through CUDA_VISIBLE_DEVICES, set in its worker before the job runs (before CUDA starts
+there): the sweep has ``jobs_per_gpu`` slots per GPU, one lock file each, and a job holds
+the first free slot while it runs, so no more than ``jobs_per_gpu`` jobs share a GPU.
 """
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
 import signal
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from hydra.core.utils import JobReturn
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
+
+
+class OnGpuSlot:
+    """The task function, run with CUDA_VISIBLE_DEVICES set to the GPU of the first free slot
+    (``slot-K-gpu-ID.lock`` under ``slots``), held while the job runs."""
+
+    def __init__(self, task_function: Any, slots: str) -> None:
+        self.task_function = task_function
+        self.slots = slots
+
+    def __call__(self, cfg: Any) -> Any:
+        files = sorted(
+            Path(self.slots).glob("slot-*.lock"), key=lambda p: int(p.name.split("-")[1])
+        )
+        for i, path in enumerate(files * 2):  # every slot once without waiting, then wait
+            handle = path.open("a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if i < len(files) else 0))
+            except BlockingIOError:
+                handle.close()
+                continue
+            os.environ["CUDA_VISIBLE_DEVICES"] = path.stem.split("-gpu-")[1]
+            try:
+                return self.task_function(cfg)
+            finally:
+                handle.close()  # frees the slot
+        return self.task_function(cfg)  # no slots: unreachable with files
 
 
 def forward_to_workers(signum: int, frame: object) -> None:
@@ -39,7 +75,30 @@ def forward_to_workers(signum: int, frame: object) -> None:
 
 
 class ParallelLauncher(JoblibLauncher):
+    def __init__(self, jobs_per_gpu: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.jobs_per_gpu = jobs_per_gpu
+
     def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from attnlab.runtime import gpu_ids, jobs_per_gpu
+
+        gpus = gpu_ids()
+        if not gpus:
+            return self._launch(job_overrides, initial_job_idx)
+        task_function = self.task_function
+        with tempfile.TemporaryDirectory(prefix="attnlab_gpu_slots_") as slots:
+            per_gpu = jobs_per_gpu(self.jobs_per_gpu)
+            for k in range(len(gpus) * per_gpu):
+                Path(slots, f"slot-{k}-gpu-{gpus[k % len(gpus)]}.lock").touch()  # spread first
+            self.task_function = OnGpuSlot(task_function, slots)
+            try:
+                return self._launch(job_overrides, initial_job_idx)
+            finally:
+                self.task_function = task_function
+
+    def _launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         if threading.current_thread() is not threading.main_thread():
