@@ -89,10 +89,13 @@ def csv_text(frame: Any) -> str:
 
 
 def csv_rows(header: list[str], rows: list[list[str]]) -> str:
-    """A CSV of text rows, each value quoted; the header bare (``filename,label``)."""
+    """A CSV of text rows (labels.csv), quoted only where a value needs it: an exchange
+    format that other tools, and a shell's ``tr ',' '\\t'``, read as plain ``name,label``
+    lines; labels stay text for attnlab's own reader (the csv module)."""
     buf = io.StringIO()
-    buf.write(",".join(header) + "\n")
-    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
     return buf.getvalue()
 
 
