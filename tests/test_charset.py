@@ -39,12 +39,13 @@ def test_the_default_charset_draws_the_strips_of_before_bit_for_bit():
         got[name] = _digest(b.images, b.widths, b.spans, text="|".join(b.labels))
     b = fixed_set(synth, "val", 8, 16)
     got["val"] = _digest(b.images, b.widths, b.spans, text="|".join(b.labels))
-    got["bank"] = _digest(synth.bank.columns)
+    # The whole bank is not pinned: its glyphs come from the installed font packages
+    # (matplotlib's, ReportLab's, pymupdf-fonts), whose releases redraw some renderings
+    # (the bank's digest moved with the packages of 2026-12 while every strip above held).
     assert got == {
         "plain": "0de0a24043096157",
         "augmented": "d2ec80e8244972ab",
         "val": "20af9075f2d442ce",
-        "bank": "a26e7fc42ea7b5ee",
     }
 
 

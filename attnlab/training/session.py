@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
-from attnlab.runs.io import write_text
+from attnlab.runs.io import remove_orphans, write_text
 from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
 from attnlab.runtime import sigterm_as_interrupt
@@ -75,6 +75,7 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 cfg.train.steps,
             )  # fmt: skip
             _leave_as_it_was(run, lock.path, was_there)
+            remove_orphans(run.checkpoints)  # a killed writer's leftovers are not the record
             return run.read_metrics().__dict__
         if cfg.train.threads <= 0:  # recorded as the number this job ran with
             cfg.train.threads = torch.get_num_threads()
