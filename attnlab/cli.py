@@ -77,9 +77,9 @@ def _say_once(logger: logging.Logger, text: str) -> None:
         logger.addFilter(_Once(text))
 
 
-def _launcher_of(args: list[str]) -> str | None:
+def _choice_of(args: list[str], group: str = "hydra/launcher") -> str | None:
     for a in args:
-        if a.startswith("hydra/launcher="):
+        if a.startswith(f"{group}="):
             return a.split("=", 1)[1]
     return None
 
@@ -91,7 +91,7 @@ def run_task(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    launcher = _launcher_of(args)
+    launcher = _choice_of(args)
     wants_multirun = multirun or "-m" in args or "--multirun" in args
     if launcher not in (None, "basic") and not wants_multirun:
         fail(
@@ -111,6 +111,14 @@ def run_task(
         fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:
         fail(f"config: {_one_line(err)}")
+    except Exception as err:
+        if not _raised_in_sweeper(err):
+            raise
+        fail(  # a study that ended without a result (every trial failed, or the plugin broke)
+            f"hydra/sweeper={_choice_of(args, 'hydra/sweeper')} stopped the study: "
+            f"{_one_line(err)} (the 'Failed experiment' lines above say which trials failed, "
+            "and why)"
+        )
     except ValueError as err:
         if _raised_in_attnlab(err):  # a value no check caught: still one line, with where
             if os.environ.get("ATTNLAB_DEBUG"):
@@ -150,6 +158,17 @@ def _where(err: BaseException) -> str:
 
 def _inside(filename: str, here: Path) -> bool:
     return Path(filename).is_relative_to(here) and Path(filename).name != "cli.py"
+
+
+def _raised_in_sweeper(err: BaseException) -> bool:
+    """Whether an exception comes from a Hydra sweeper plugin (hydra_plugins/hydra_*_sweeper)
+    or the optimiser under it, rather than from a trial (whose errors the sweeper records)."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    parts = Path(frames[-1].filename).parts if frames else ()
+    plugin = any(p.startswith("hydra_") and p.endswith("_sweeper") for p in parts)
+    return plugin or any(p in ("optuna", "nevergrad", "ax") for p in parts)
 
 
 def _raised_in_attnlab(err: BaseException) -> bool:
