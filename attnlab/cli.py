@@ -358,7 +358,8 @@ def report(
         fail(f"--out {out}: exists and is not a folder")
     try:
         chosen = None if not compare or None in compare else (compare[0], compare[1])
-        index = build_report(list(paths), out, chosen)
+        warn = lambda line: typer.echo(f"attnlab: warning: {line}", err=True)  # noqa: E731
+        index = build_report(list(paths), out, chosen, warn)
     except (ReportError, UserError) as err:
         fail(str(err))
     typer.echo(f"report written: {index}")
