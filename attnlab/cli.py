@@ -112,14 +112,16 @@ def run_task(
     except (HydraException, OmegaConfBaseException) as err:
         fail(f"config: {_one_line(err)}")
     except Exception as err:
-        if not _raised_in_sweeper(err):
+        from attnlab.tasks.sweepers import raised_in_sweeper
+
+        if raised_in_sweeper(err):  # a study that ended without a result
+            fail(
+                f"hydra/sweeper={_choice_of(args, 'hydra/sweeper')} stopped the study: "
+                f"{_one_line(err)} (the 'Failed experiment' lines above say which trials "
+                "failed, and why)"
+            )
+        if not isinstance(err, ValueError):
             raise
-        fail(  # a study that ended without a result (every trial failed, or the plugin broke)
-            f"hydra/sweeper={_choice_of(args, 'hydra/sweeper')} stopped the study: "
-            f"{_one_line(err)} (the 'Failed experiment' lines above say which trials failed, "
-            "and why)"
-        )
-    except ValueError as err:
         if _raised_in_attnlab(err):  # a value no check caught: still one line, with where
             if os.environ.get("ATTNLAB_DEBUG"):
                 raise
@@ -158,17 +160,6 @@ def _where(err: BaseException) -> str:
 
 def _inside(filename: str, here: Path) -> bool:
     return Path(filename).is_relative_to(here) and Path(filename).name != "cli.py"
-
-
-def _raised_in_sweeper(err: BaseException) -> bool:
-    """Whether an exception comes from a Hydra sweeper plugin (hydra_plugins/hydra_*_sweeper)
-    or the optimiser under it, rather than from a trial (whose errors the sweeper records)."""
-    import traceback
-
-    frames = traceback.extract_tb(err.__traceback__)
-    parts = Path(frames[-1].filename).parts if frames else ()
-    plugin = any(p.startswith("hydra_") and p.endswith("_sweeper") for p in parts)
-    return plugin or any(p in ("optuna", "nevergrad", "ax") for p in parts)
 
 
 def _raised_in_attnlab(err: BaseException) -> bool:

@@ -14,13 +14,16 @@ the sweeper is made. Such a sweeper wants one number per trial, so:
 What this sets is added to ``hydra.overrides.hydra`` too, as if typed: every trial's
 ``.hydra/hydra.yaml`` records the values the sweeper used. A refusal is one line on stderr
 and exit status 2, before any trial runs (Hydra passes over a callback's exceptions, so it
-exits itself, as ``attnlab.errors.reports_user_errors`` does).
+exits itself, as ``attnlab.errors.reports_user_errors`` does). A study that ends without a
+result (every trial failed) is one line too: ``raised_in_sweeper`` tells the CLI so.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -126,7 +129,8 @@ def _one(value: Any, key: str, objective: str) -> Any:
                 f"{objective} is one number: give one direction"
             )
         value = value[0]
-    return getattr(value, "name", value)  # Optuna's Direction enum -> its name
+    value = getattr(value, "name", value)  # Optuna's Direction enum -> its name
+    return value.lower() if isinstance(value, str) else value
 
 
 def _text(value: Any) -> str:
@@ -141,6 +145,16 @@ def apply(cfg: DictConfig, values: dict[str, Any]) -> None:
             OmegaConf.update(cfg.hydra.sweeper, key, value, merge=False)
             cfg.hydra.overrides.hydra.append(f"hydra.sweeper.{key}={_text(value)}")
             log.info("attnlab sets hydra.sweeper.%s=%s", key, _text(value))
+
+
+def raised_in_sweeper(err: BaseException) -> bool:
+    """Whether an exception comes from a Hydra sweeper plugin (hydra_plugins/hydra_*_sweeper)
+    or the optimiser under it (Optuna's "No trials are completed yet" when every trial
+    failed), rather than from a trial, whose own errors the sweeper records and logs."""
+    frames = traceback.extract_tb(err.__traceback__)
+    parts = Path(frames[-1].filename).parts if frames else ()
+    plugin = any(p.startswith("hydra_") and p.endswith("_sweeper") for p in parts)
+    return plugin or any(p in ("optuna", "nevergrad", "ax") for p in parts)
 
 
 class SweeperObjective(Callback):
