@@ -32,6 +32,7 @@ from attnlab.data.dedup import (
     fingerprint,
     image_key,
     overlap,
+    short,
     split_digest,
 )
 from attnlab.data.ranges import uniform
@@ -233,7 +234,7 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
         e = source.entries[i]
         raise UserError(
             f"{source.path}: {len(split.long)} label(s) too long for the {reader.name} reader; "
-            f"first at {e.where} ({e.label!r}: {why}); set data.skip_long=true to skip them"
+            f"first at {e.where} ({short(e.label)}: {why}); set data.skip_long=true to skip them"
         )
     if not split.train:
         raise UserError(

@@ -21,7 +21,7 @@ from matplotlib.ticker import NullLocator
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import band_words
 from attnlab.report.discover import RunInfo
-from attnlab.report.figures import Plot, file_name, png_bytes
+from attnlab.report.figures import Plot, file_name, png_bytes, tight_layout
 from attnlab.report.variants import SEP, styles
 
 SEEN_TOP = "top of the seen lengths"  # the derived key of a sweep over training ranges
@@ -154,5 +154,5 @@ def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot
     band = " / ".join(band_words(k) for k in sorted(kinds))
     title = f"Exact accuracy against {key} · eval {name} · band: {band or 'none'}"
     fig.suptitle(title)
-    fig.tight_layout()
+    tight_layout(fig)
     return Plot(file_name("swept", key, name), title, png_bytes(fig))
