@@ -24,6 +24,7 @@ from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot, file_name, png_bytes
 from attnlab.report.variants import SEP, styles
 
+LOG_KEYS = ("data.limit",)  # keys drawn on a log x axis whatever their span
 SEEN_TOP = "top of the seen lengths"  # the derived key of a sweep over training ranges
 PANELS = (
     ("longest seen length", "at_top"),
@@ -124,10 +125,16 @@ def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot
     fig = Figure(figsize=(11, 7.6))
     axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
     xs = [_number(p.keys[key]) for v in lines.values() for p in v]
-    log = min(xs) > 0 and max(xs) / min(xs) >= 10
+    # a number of strips (data.limit: the data-needs curve) is read on a log axis at any span
+    log = min(xs) > 0 and (max(xs) / min(xs) >= 10 or key in LOG_KEYS)
     style = styles(lines)
     kinds = set()
     for ax, (title, panel) in zip(axes, PANELS, strict=True):
+        if not any(panel in p.values for line in lines.values() for p in line):
+            ax.set_axis_off()  # e.g. a folder's held-out strips: no length beyond the seen
+            ax.text(0.5, 0.5, f"{title}: not read in this evaluation", ha="center",
+                    va="center", transform=ax.transAxes, color="0.4")  # fmt: skip
+            continue
         for label, line in lines.items():
             got = [(p, p.values[panel]) for p in line if panel in p.values]
             if not got:
