@@ -284,6 +284,8 @@ def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int
         "trained": len(drawn),
         "limit": None if limit is None else int(limit),
         "drawn": split_digest([], [ids[i] for i in drawn]),
+        # data.limit: the strips drawn, in the draw's order (a smaller N's are its first N)
+        **({"drawn_ids": [ids[i] for i in drawn]} if limit is not None else {}),
         "held_out": held,
         "held_out_copies": [ids[i] for i in split.copies],
         "merged": dist.merged,

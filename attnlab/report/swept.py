@@ -93,7 +93,7 @@ def numeric_keys(pts: list[Point]) -> list[str]:
     return out
 
 
-def _lines(pts: list[Point], key: str) -> dict[str, list[Point]]:
+def lines_of(pts: list[Point], key: str) -> dict[str, list[Point]]:
     """Points of one evaluation -> lines: same reader and same value of every other key."""
     lines: dict[str, list[Point]] = {}
     several_ranges = len({p.train for p in pts}) > 1
@@ -114,7 +114,7 @@ def swept_plots(agg: pd.DataFrame, runs: list[RunInfo], colours: Mapping[str, st
     plots = []
     for key in numeric_keys(pts):
         for name in sorted({p.eval for p in pts}):
-            lines = _lines([p for p in pts if p.eval == name], key)
+            lines = lines_of([p for p in pts if p.eval == name], key)
             if not any(len(v) >= 2 for v in lines.values()):
                 continue
             plots.append(_figure(key, name, lines, colours))
@@ -122,6 +122,12 @@ def swept_plots(agg: pd.DataFrame, runs: list[RunInfo], colours: Mapping[str, st
 
 
 def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot:
+    fig = draw(key, name, lines, colours)
+    return Plot(file_name("swept", key, name), fig.get_suptitle(), png_bytes(fig))
+
+
+def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
+    """The four panels of one swept key and evaluation (``lines_of``'s lines)."""
     fig = Figure(figsize=(11, 7.6))
     axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
     xs = [_number(p.keys[key]) for v in lines.values() for p in v]
@@ -162,4 +168,4 @@ def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot
     title = f"Exact accuracy against {key} · eval {name} · band: {band or 'none'}"
     fig.suptitle(title)
     fig.tight_layout()
-    return Plot(file_name("swept", key, name), title, png_bytes(fig))
+    return fig
