@@ -227,3 +227,21 @@ def test_fine_tuned_sweep_jobs_are_also_read_on_the_synthetic_test_sets(curve):
     forgetting = summary[summary["eval"] == "synthetic-greedy"]
     assert set(forgetting["variant"].str.contains("init_from=attention")) == {True}
     assert (report / "swept_data_limit_synthetic_greedy.png").is_file()
+
+
+def test_a_run_without_a_limit_is_no_point_of_the_curve_and_does_not_hide_it():
+    """The run fine-tuned from (data.limit=null: its whole data) may sit in the same report
+    line; the curve is still drawn, from the runs that have a count."""
+    from attnlab.report.swept import Point, lines_of, numeric_keys
+
+    def point(limit: str, source: str) -> Point:
+        keys = {"data.limit": limit, "init_from": source, "top of the seen lengths": "3"}
+        return Point("1-3", "held-out-greedy", "attention", keys, {"seen": (0.5, 0.4, 0.6, 1)})
+
+    pts = [point("null", "null"), point("20", "null"), point("60", "null"), point("20", "a")]
+    assert "data.limit" in numeric_keys(pts)
+    lines = lines_of(pts, "data.limit")
+    assert {k: [p.keys["data.limit"] for p in v] for k, v in lines.items()} == {
+        "attention · init_from=null": ["20", "60"],
+        "attention · init_from=a": ["20"],
+    }

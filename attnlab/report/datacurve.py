@@ -50,8 +50,8 @@ def _pairs(by_variant: dict[str, Side]) -> list[tuple[str, str | None]]:
     out = []
     for label, side in by_variant.items():
         first = side.runs[0]
-        if LIMIT not in first.swept or first.swept.get(SOURCE, SCRATCH) == SCRATCH:
-            continue
+        if first.swept.get(LIMIT, "null") == "null" or first.swept.get(SOURCE, SCRATCH) == SCRATCH:
+            continue  # no count of strips (the whole pool), or a scratch variant itself
         match = [
             v
             for v, s in by_variant.items()

@@ -24,7 +24,10 @@ from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot, file_name, png_bytes
 from attnlab.report.variants import SEP, styles
 
-LOG_KEYS = ("data.limit",)  # keys drawn on a log x axis whatever their span
+# Keys that count strips (data.limit: the data-needs curve): drawn on a log x axis whatever
+# their span, and a run without a count (null: the whole pool, e.g. the run fine-tuned
+# from) is no point of the curve rather than a reason to draw no curve at all.
+COUNT_KEYS = ("data.limit",)
 SEEN_TOP = "top of the seen lengths"  # the derived key of a sweep over training ranges
 PANELS = (
     ("longest seen length", "at_top"),
@@ -81,12 +84,17 @@ def points(agg: pd.DataFrame, runs: list[RunInfo]) -> list[Point]:
     return out
 
 
+def _has(p: Point, key: str) -> bool:
+    """Is ``key`` set for this point (a count key's null is not)?"""
+    return key in p.keys and not (key in COUNT_KEYS and p.keys[key] == "null")
+
+
 def numeric_keys(pts: list[Point]) -> list[str]:
     """Keys whose values are numbers wherever they are set, with two or more values."""
     keys = sorted({k for p in pts for k in p.keys})
     out = []
     for key in keys:
-        values = [p.keys[key] for p in pts if key in p.keys]
+        values = [p.keys[key] for p in pts if _has(p, key)]
         numbers = [_number(v) for v in values]
         if all(x is not None for x in numbers) and len(set(numbers)) >= 2:
             out.append(key)
@@ -98,7 +106,7 @@ def lines_of(pts: list[Point], key: str) -> dict[str, list[Point]]:
     lines: dict[str, list[Point]] = {}
     several_ranges = len({p.train for p in pts}) > 1
     for p in pts:
-        if key not in p.keys:
+        if not _has(p, key):
             continue
         rest = [f"{k}={v}" for k, v in sorted(p.keys.items()) if k != key and k != SEEN_TOP]
         if key != SEEN_TOP and several_ranges:
@@ -132,7 +140,7 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
     axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
     xs = [_number(p.keys[key]) for v in lines.values() for p in v]
     # a number of strips (data.limit: the data-needs curve) is read on a log axis at any span
-    log = min(xs) > 0 and (max(xs) / min(xs) >= 10 or key in LOG_KEYS)
+    log = min(xs) > 0 and (max(xs) / min(xs) >= 10 or key in COUNT_KEYS)
     style = styles(lines)
     kinds = set()
     for ax, (title, panel) in zip(axes, PANELS, strict=True):
