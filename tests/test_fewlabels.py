@@ -245,3 +245,24 @@ def test_a_run_without_a_limit_is_no_point_of_the_curve_and_does_not_hide_it():
         "attention · init_from=null": ["20", "60"],
         "attention · init_from=a": ["20"],
     }
+
+
+def test_a_started_from_run_is_named_by_its_folder_and_reader(trained):
+    import json as j
+
+    from attnlab.report.variants import source_names
+
+    src = trained["attention"]
+    values = [
+        f"{src}/checkpoints/best.pt",
+        "/x/multirun/2026-12-03/10-00-00/0",
+        "/x/multirun/2026-12-03/11-00-00/0",
+        "/elsewhere/model.pt",
+    ]
+    names = source_names([j.dumps(v) for v in values] + ["null"])
+    assert names == {
+        values[0]: "attention (attention)",  # the run's folder; its reader from its config
+        values[1]: "10-00-00/0",  # a sweep job: its sweep's folder too, then as many as differ
+        values[2]: "11-00-00/0",
+        values[3]: "model.pt",
+    }

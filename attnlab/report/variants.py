@@ -110,7 +110,8 @@ def source_names(values: Iterable[str]) -> dict[str, str]:
         value = json.loads(text) if text != UNSET else None
         if isinstance(value, str) and value:
             path = Path(value)
-            run = path.parent.parent if path.suffix == ".pt" else path
+            inside = path.suffix == ".pt" and path.parent.name == "checkpoints"
+            run = path.parent.parent if inside else path
             paths[value] = run
     names = {}
     for value, run in paths.items():
