@@ -266,3 +266,21 @@ def test_a_started_from_run_is_named_by_its_folder_and_reader(trained):
         values[2]: "11-00-00/0",
         values[3]: "model.pt",
     }
+
+
+def test_runs_made_before_the_new_keys_count_as_their_default():
+    """An older run's config lacks train.freeze and data.limit: it is a seed of today's
+    default variant (not a variant of its own) and it resumes under today's defaults."""
+    from attnlab.report.variants import identity
+    from attnlab.runs.resume import check_same_config
+
+    old = {"model.name": '"attention"', "optim.lr": "0.006"}
+    new = {**old, "train.freeze": "[]", "data.limit": "null"}
+    assert identity(old, "1-8") == identity(new, "1-8")
+    assert identity(old, "1-8") != identity({**new, "train.freeze": '["encoder"]'}, "1-8")
+    saved = {"model": {"name": "attention"}, "train": {"steps": 10}, "data": {}}
+    now = {"model": {"name": "attention"}, "train": {"steps": 10, "freeze": []},
+           "data": {"limit": None}}  # fmt: skip
+    check_same_config(saved, now, Path("x"))  # no refusal
+    with pytest.raises(UserError, match=r"train.freeze=\[\]; this command: train.freeze="):
+        check_same_config(saved, {**now, "train": {"steps": 10, "freeze": ["encoder"]}}, Path("x"))
