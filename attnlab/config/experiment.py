@@ -67,6 +67,9 @@ class TrainConfig:
     # What the task returns to a Hydra sweeper (Optuna, Nevergrad, Ax): one of OBJECTIVES,
     # e.g. val_exact (maximize). None: the task returns its metrics as a dict, as always.
     objective: str | None = None
+    # Parts of the reader kept as they are (no gradient, no optimiser state), by the names
+    # its class declares (Reader.PARTS), e.g. [encoder]; checked by attnlab.training.freeze.
+    freeze: list[str] = field(default_factory=list)
 
     @classmethod
     def check(cls, t: Any) -> None:

@@ -83,19 +83,22 @@ def evaluate_run(
     which: str = "best",
     device: str = "auto",
     say=print,
+    synthetic: bool = False,
 ) -> Path:
     """Evaluate a run (or checkpoint): tables, maps and eval.json under ``eval/<name>``.
 
     The run directory is locked meanwhile; eval.json is written last, so an evaluation
-    without it is partial, and it records the checkpoint step that was read.
+    without it is partial, and it records the checkpoint step that was read. ``synthetic``:
+    read the fixed synthetic test sets even when the run trained on labelled strips (what a
+    fine-tuned reader still reads of what it started from: forgetting).
     """
     EvalConfig.check(cfg)
     RunTaskConfig.check_run(which, device)
     with checkpoint.held(run, which, "eval") as ckpt_path:
-        return _evaluate(ckpt_path, cfg, device, say)
+        return _evaluate(ckpt_path, cfg, device, say, synthetic)
 
 
-def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
+def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say, synthetic=False) -> Path:
     got = checkpoint.restore(ckpt_path, device)
     ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
     seen = seen_lengths(exp.data)
@@ -103,7 +106,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say) -> Path:
 
     split = ckpt.data_split  # a run trained on labelled strips (data=folder)
     digest = None
-    if cfg.folder or split is not None:
+    if not synthetic and (cfg.folder or split is not None):
         if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
             strips, files = load_labelled(
                 cfg.folder, exp.data.height, warn_stderr, cfg.crop, exp.data.charset,

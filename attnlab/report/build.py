@@ -27,6 +27,8 @@ from attnlab.report.compare import (
     resolve,
     sides,
 )
+from attnlab.report.datacurve import DATA_NEEDS_CSV, data_needs, data_needs_tables
+from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
 from attnlab.report.discover import ReportError, discover_runs
 from attnlab.report.explorer import explorer
 from attnlab.report.figures import PLOTS, draw_plots
@@ -37,7 +39,12 @@ from attnlab.report.html import Section, render_index
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
-from attnlab.report.tables import comparison_tables, summary_md, summary_table
+from attnlab.report.tables import (
+    comparison_tables,
+    data_needs_markdown,
+    summary_md,
+    summary_table,
+)
 from attnlab.report.variants import assign_variants, counted, ordered_variants
 from attnlab.runs.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
 
@@ -162,6 +169,7 @@ def _is_report_file(name: str) -> bool:
     an old comparisons.csv or plot must not outlive the runs it described)."""
     kinds = (*PLOTS, "swept")
     own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV, TENSORBOARD)
+    own += (DATA_NEEDS_CSV,)
     return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
 
 
@@ -211,6 +219,11 @@ def _write(
     if not diffs.empty:
         write_text(out_dir / COMPARISONS_CSV, csv_text(diffs))
     compared = comparison_tables(diffs)
+    needs, needs_notes = data_needs(groups)  # data.limit swept: the data-needs curve's table
+    if not needs.empty:
+        write_text(out_dir / DATA_NEEDS_CSV, csv_text(needs))
+    curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
+    curve_md = data_needs_markdown(curve, needs_notes)
     said = {s.train: s.findings for s in sections}
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
@@ -218,11 +231,20 @@ def _write(
     write_text(
         out_dir / SUMMARY_MD,
         summary_md(
-            paths, runs, tables, dup_notes, said, probe_lines, compared, compare_notes, METHOD
+            paths,
+            runs,
+            tables,
+            dup_notes,
+            said,
+            probe_lines + curve_md,
+            compared,
+            compare_notes,
+            METHOD,
         ),
     )
     page = render_index(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
-        explorer=explorer(runs),
+        explorer=explorer(runs), data_needs=curve, data_needs_notes=needs_notes,
+        data_needs_method=DATA_NEEDS_METHOD,
     )  # fmt: skip
     return write_text(out_dir / INDEX, page)
