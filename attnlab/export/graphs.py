@@ -127,7 +127,6 @@ class ExportColumns(nn.Module):
 
     def forward(self, images: torch.Tensor, widths: torch.Tensor):
         feats, lengths = self.features(images, widths)  # (B, T, 2H)
-        t = feats.shape[1]
         j = _index(feats[0, :, 0])[None, :]  # (1, T)
         real = j < lengths[:, None]  # (B, T)
         back = torch.where(real, lengths[:, None] - 1 - j, j)  # each row reversed in its length
@@ -196,13 +195,9 @@ def _example(height: int) -> tuple[torch.Tensor, torch.Tensor]:
     return images, torch.tensor([96, 57])
 
 
-def _axes(names: list[str], shapes: dict[str, int]) -> dict[str, dict[int, str]]:
-    """Every axis of every named tensor is dynamic except the last of feature tensors."""
-    out = {}
-    for n in names:
-        rank = shapes[n]
-        out[n] = {i: f"{n}_{i}" for i in range(rank)}
-    return out
+def _axes(names: list[str], ranks: dict[str, int]) -> dict[str, dict[int, str]]:
+    """Every axis of every input and output is dynamic (batch, width, columns, state)."""
+    return {n: {i: f"{n}_{i}" for i in range(ranks[n])} for n in names}
 
 
 def _export(module: nn.Module, args: tuple, path: Path, ins: list[str], outs: list[str]):

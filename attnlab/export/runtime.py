@@ -93,7 +93,10 @@ class Export:
 
     def read(self, images, beam: int = 1, crop: bool = True, batch_size: int = 64) -> Results:
         """Read image files or grey arrays: batches of similar width, results in order."""
-        strips = self.load(images, crop)
+        return self.read_strips(self.load(images, crop), beam, batch_size)
+
+    def read_strips(self, strips: list[np.ndarray], beam: int = 1, batch_size: int = 64):
+        """Prepared strips (``load``), each (height, W): read in batches of similar width."""
         order = np.argsort([s.shape[1] for s in strips], kind="stable")
         parts = []
         for start in range(0, len(strips), batch_size):
