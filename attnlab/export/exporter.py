@@ -46,10 +46,12 @@ def export_run(
     atol: float = 1e-4,
     say: Callable[[str], None] = print,
     before_check: BeforeCheck | None = None,
+    per_length: int = parity.PER_LENGTH,
 ) -> Path:
     """Export the run's ``which`` checkpoint into ``out``; returns ``out``. Everything that
     is refused (a format, a reader, a folder that is not an earlier export, a failed parity
-    check) is one UserError line, and then ``out`` is as it was."""
+    check) is one UserError line, and then ``out`` is as it was. ``per_length``: the parity
+    check's strips of each length (tests of untrained readers use fewer)."""
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt}: not a known format (known: {', '.join(FORMATS)})")
     if not (atol >= 0):
@@ -102,7 +104,7 @@ def export_run(
             if before_check is not None:
                 before_check(folder)
             model = Export(folder, threads=torch.get_num_threads())
-            figures = parity.check(got.reader, StripSynth(data), model, atol)
+            figures = parity.check(got.reader, StripSynth(data), model, atol, per_length)
             write_json(folder / PARITY, figures)
             say(
                 f"parity: {figures['readings_compared']} readings identical in "

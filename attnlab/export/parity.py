@@ -73,11 +73,11 @@ def torch_reading(reader: Reader, images, widths, beam: int):
     return out.texts, out.confidence.float().numpy(), logp.numpy()
 
 
-def cases(synth: StripSynth, stepwise: bool) -> list[Case]:
-    sets = [fixed_set(synth, "test", n, PER_LENGTH) for n in LENGTHS]
+def cases(synth: StripSynth, stepwise: bool, per_length: int = PER_LENGTH) -> list[Case]:
+    sets = [fixed_set(synth, "test", n, per_length) for n in LENGTHS]
     labels = [t for s in sets for t in s.labels]
     strips = [s.images[i, :, : int(s.widths[i])] for s in sets for i in range(len(s))]
-    out = [Case(f"length {len(t)} strip {i % PER_LENGTH}, batch 1", *_pad([im]), [t])
+    out = [Case(f"length {len(t)} strip {i % per_length}, batch 1", *_pad([im]), [t])
            for i, (im, t) in enumerate(zip(strips, labels, strict=True))]  # fmt: skip
     for start in range(0, len(strips), BATCH):
         chunk, tl = strips[start : start + BATCH], labels[start : start + BATCH]
@@ -92,7 +92,7 @@ def cases(synth: StripSynth, stepwise: bool) -> list[Case]:
         if stepwise:
             out.append(Case(f"strips {start}-{start + len(chunk) - 1}, beam {BEAM}", images,
                             widths, tl, BEAM))  # fmt: skip
-    ones = [i * PER_LENGTH for i in range(len(sets))]
+    ones = [i * per_length for i in range(len(sets))]
     paper = [torch.nn.functional.pad(strips[i], (0, EXTRA_COLUMNS), value=1.0) for i in ones]
     stretched = [_stretch(strips[i], 1.5) for i in ones]
     out.append(Case(f"+{EXTRA_COLUMNS} paper columns", *_pad(paper), [labels[i] for i in ones]))
@@ -138,12 +138,20 @@ def compare(case: Case, ours: Results, theirs, atol: float, kind: str) -> dict:
     return row
 
 
-def check(reader: Reader, synth: StripSynth, export: Export, atol: float = 1e-4) -> dict:
-    """Run every case; the figures (parity.json) or a ParityError naming the worst case."""
+def check(
+    reader: Reader,
+    synth: StripSynth,
+    export: Export,
+    atol: float = 1e-4,
+    per_length: int = PER_LENGTH,
+) -> dict:
+    """Run every case; the figures (parity.json) or a ParityError naming the worst case.
+    ``per_length``: strips of each length (fewer only in tests of untrained readers, whose
+    readings run to the step limit)."""
     started = time.perf_counter()
     reader = reader.cpu().eval()
     rows = []
-    for case in cases(synth, isinstance(reader, StepwiseReader)):
+    for case in cases(synth, isinstance(reader, StepwiseReader), per_length):
         theirs = torch_reading(reader, case.images, case.widths, case.beam)
         ours = export.read_batch(case.images.numpy(), case.widths.numpy(), case.beam, trace=True)
         rows.append(compare(case, ours, theirs, atol, export.kind))
@@ -151,7 +159,7 @@ def check(reader: Reader, synth: StripSynth, export: Export, atol: float = 1e-4)
     figures = {
         "atol": atol,
         "lengths": [min(LENGTHS), max(LENGTHS)],
-        "strips_per_length": PER_LENGTH,
+        "strips_per_length": per_length,
         "cases": len(rows),
         "readings_compared": sum(r["strips"] for r in rows),
         "readings_differ": sum(r["readings_differ"] for r in rows),
