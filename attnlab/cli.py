@@ -245,9 +245,7 @@ def eval_(
     folder: Path = typer.Option(None, help="Evaluate on user strips (images + labels.csv)."),
     beam: int = typer.Option(None, help="Beam width (default 1: greedy)."),
     n: int = typer.Option(None, help="Strips per length (synthetic sets)."),
-    onnx: Path = typer.Option(
-        None, "--onnx", help="Read through this run's ONNX export (attnlab export) instead."
-    ),
+    onnx: Path = typer.Option(None, "--onnx", help="Read through this run's ONNX export."),
 ) -> None:
     """Per-length accuracy and CER (seen vs unseen) and attention maps of a trained run.
 
@@ -276,10 +274,8 @@ def export(
     which: str = typer.Option("best", "--which", help="best or last, when RUN is a directory."),
     atol: float = typer.Option(1e-4, "--atol", help="Largest logit difference the check allows."),
 ) -> None:
-    """The reader as ONNX graphs plus a JSON sidecar, written only if it passes the parity
-    check (torch and the NumPy reference loop read the same fixed strips alike); its
-    figures go to OUT/parity.json. Read it with attnlab read --onnx OUT or attnlab eval RUN
-    --onnx OUT."""
+    """The reader as ONNX graphs plus a JSON sidecar, written only if torch and the NumPy
+    reference loop read the same fixed strips alike (figures: OUT/parity.json)."""
     from attnlab.export.exporter import export_run
 
     try:

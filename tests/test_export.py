@@ -72,17 +72,25 @@ def test_export_passes_its_parity_check_and_records_its_figures(exports, kind):
     )
 
 
-@pytest.mark.parametrize("kind", ["attention", "fixed"])
-def test_read_onnx_prints_what_read_prints(exports, trained, strip_files, attnlab_cli, kind):
+def test_read_onnx_prints_what_read_prints(exports, trained, strip_files, attnlab_cli):
     files, cwd = [str(p) for p in strip_files], strip_files[0].parent
-    maps = ["--attention", cwd / f"maps-{kind}"]
-    torch_out = attnlab_cli("read", "--run", trained[kind], *files, cwd=cwd)
-    onnx_out = attnlab_cli("read", "--onnx", exports[kind], *maps, *files, cwd=cwd)
+    torch_out = attnlab_cli("read", "--run", trained["attention"], *files, cwd=cwd)
+    maps = ["--attention", cwd / "maps"]
+    onnx_out = attnlab_cli("read", "--onnx", exports["attention"], *maps, *files, cwd=cwd)
     assert torch_out.returncode == 0 and onnx_out.returncode == 0, onnx_out.stderr
     table = onnx_out.stdout.splitlines()[: len(files) + 1]
     assert table == torch_out.stdout.splitlines() and len(set(table)) == len(files) + 1
-    drawn = len(list((cwd / f"maps-{kind}").glob("*.png")))
-    assert drawn == (len(files) if kind == "attention" else 0)
+    assert len(list((cwd / "maps").glob("*.png"))) == len(files)
+
+
+def test_read_onnx_of_a_reader_without_weights(exports, trained, strip_files):
+    """The fixed reader, through the functions behind ``attnlab read`` (in-process)."""
+    from attnlab.tasks.read import read_files, read_files_onnx
+
+    theirs, ours = [], []
+    read_files(strip_files, str(trained["fixed"]), None, 1, "best", "cpu", theirs.append)
+    read_files_onnx(strip_files, exports["fixed"], strip_files[0].parent, 1, ours.append)
+    assert ours[:-1] == theirs and ours[-1].endswith("no attention weights, so no maps are drawn")
 
 
 @pytest.mark.parametrize("kind", ["attention", "fixed"])
@@ -101,9 +109,13 @@ def test_beam_search_of_the_reference_loop_reads_what_torch_reads(
 def test_eval_onnx_gives_evals_exact_accuracy_at_every_length(
     exports, trained, copy_run, attnlab_cli, tmp_path
 ):
+    from attnlab.config import EvalConfig
+    from attnlab.evaluation.evaluate import evaluate_run
+
     run = copy_run(trained["attention"])
-    args = ["--n", "8", "eval.lengths=[1,6]", "eval.n_boot=0", "eval.explore_n=0"]
-    assert attnlab_cli("eval", run, *args, cwd=tmp_path).returncode == 0
+    cfg = EvalConfig(n=6, lengths=[1, 5], n_boot=0, explore_n=0)
+    evaluate_run(run, cfg, device="cpu", say=lambda _: None)
+    args = ["--n", "6", "eval.lengths=[1,5]", "eval.n_boot=0", "eval.explore_n=0"]
     res = attnlab_cli("eval", run, *args, "--onnx", exports["attention"], cwd=tmp_path)
     assert res.returncode == 0, res.stderr
 
@@ -112,9 +124,10 @@ def test_eval_onnx_gives_evals_exact_accuracy_at_every_length(
             return [(r["length"], r["split"], r["exact_acc"], r["cer"]) for r in csv.DictReader(f)]
 
     torch_rows, onnx_rows = exact("synthetic-greedy"), exact("synthetic-greedy-onnx")
-    assert len(torch_rows) == 6 + 2 and onnx_rows == torch_rows
+    assert len(torch_rows) == 5 + 2 and onnx_rows == torch_rows
     meta = json.loads((run / "eval" / "synthetic-greedy-onnx" / "eval.json").read_text())
     assert meta["extra"]["onnx"] == str(exports["attention"])
+    assert f"ONNX export {exports['attention']}" in res.stdout
 
 
 def test_eval_onnx_refuses_an_export_of_another_run(exports, trained, copy_run):
@@ -293,17 +306,19 @@ def _corrupt_a_weight(folder: Path) -> None:
 def test_a_failing_parity_check_refuses_the_export_and_leaves_nothing(trained, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(UserError, match=r"^parity check failed, nothing written: .* case '"):
-        export_run(trained["attention"], out, say=lambda _: None, before_check=_corrupt_a_weight)
+        export_run(
+            trained["attention"], out, say=lambda _: None, before_check=_corrupt_a_weight,
+            per_length=2,
+        )  # fmt: skip
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_atol_zero_fails_by_the_cli_and_leaves_nothing(exports, trained, attnlab_cli, tmp_path):
+def test_atol_zero_truly_fails_and_leaves_nothing(exports, trained, tmp_path):
     figures = json.loads((exports["fixed"] / PARITY).read_text())
-    assert figures["max_logit_diff"] > 0  # so that --atol 0 truly fails
-    res = attnlab_cli("export", trained["fixed"], tmp_path / "out", "--atol", "0", cwd=tmp_path)
-    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "logits differ by" in res.stderr and "worst at strip" in res.stderr
-    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".*"))
+    assert figures["max_logit_diff"] > 0  # so that atol 0 truly fails
+    with pytest.raises(UserError, match=r"logits differ by .* worst at strip"):
+        export_run(trained["fixed"], tmp_path / "out", atol=0.0, say=lambda _: None, per_length=2)
+    assert not list(tmp_path.iterdir())
 
 
 def test_export_refuses_a_folder_that_is_not_an_export_and_an_unknown_format(trained, tmp_path):
