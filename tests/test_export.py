@@ -140,6 +140,17 @@ def test_eval_onnx_refuses_an_export_of_another_run(exports, trained, copy_run):
     assert not (run / "eval").exists()
 
 
+def test_without_onnxruntime_export_says_which_extra_to_install(trained, tmp_path):
+    code = (
+        "import sys; sys.modules['onnxruntime'] = None\n"
+        "from attnlab.export.exporter import export_run\n"
+        f"export_run({str(trained['fixed'])!r}, {str(tmp_path / 'out')!r})\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "ONNX export needs onnxruntime: pip install 'attnlab[export]'" in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_reference_loop_runs_without_torch(exports, strip_files):
     """A deployment has NumPy, Pillow, onnx and onnxruntime: torch cannot be imported."""
     code = (

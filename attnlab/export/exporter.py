@@ -26,6 +26,7 @@ from attnlab.export.sidecar import (
     SIDECAR,
     TOKENS,
     check_meta,
+    require_extra,
     sha256,
 )
 from attnlab.models.readers.ctc import CTCReader
@@ -57,6 +58,7 @@ def export_run(
     if not (atol >= 0):
         raise UserError(f"--atol {atol}: must be >= 0")
     RunTaskConfig.check_run(which, "cpu")
+    require_extra()
     out = Path(out)
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / SIDECAR).exists())):
         raise UserError(f"{out}: exists and is not an attnlab export; choose a new folder")

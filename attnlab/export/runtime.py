@@ -26,7 +26,7 @@ import numpy as np
 
 from attnlab.errors import UserError
 from attnlab.export import pixels
-from attnlab.export.sidecar import TOKENS, graph_bytes, read_meta
+from attnlab.export.sidecar import TOKENS, graph_bytes, read_meta, require_extra
 
 PAD, BOS, EOS, FIRST = TOKENS["pad"], TOKENS["bos"], TOKENS["eos"], TOKENS["first_char"]
 NEG = np.float32(-np.inf)
@@ -54,6 +54,7 @@ class Export:
     """An export folder, checked (``attnlab.export.sidecar``) and loaded on onnxruntime."""
 
     def __init__(self, folder: Path | str, threads: int | None = None):
+        require_extra()
         import onnxruntime as ort
 
         self.folder = Path(folder)

@@ -41,6 +41,20 @@ SOURCE = {"checkpoint": str, "checkpoint_sha256": str, "step": int, "which": str
 GRAPH = {"file": str, "sha256": str, "inputs": list, "outputs": list}
 
 
+def require_extra() -> None:
+    """onnx and onnxruntime, or one line saying how to get them."""
+    import importlib
+
+    missing = []
+    for name in ("onnx", "onnxruntime"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise UserError(f"ONNX export needs {' and '.join(missing)}: pip install 'attnlab[export]'")
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -104,8 +118,10 @@ def check_meta(meta: Any, where: str) -> dict:
     if meta["kind"] == "stepwise":
         names = meta["memory"]
         bad = [n for n in names if not isinstance(n, str) or not MEMORY_NAME.match(n)]
-        if bad or len(set(names)) != len(names) or set(names) & RESERVED or not names:
-            raise UserError(f"{where}: memory must be distinct lower-case names, got {names!r:.80}")
+        if bad or len(set(names)) != len(names) or set(names) & RESERVED or "mask" not in names:
+            raise UserError(
+                f"{where}: memory must be distinct lower-case names with mask, got {names!r:.80}"
+            )
     if set(meta["graphs"]) != set(KINDS[meta["kind"]]):
         raise UserError(f"{where}: graphs must be {list(KINDS[meta['kind']])}, got "
                         f"{sorted(meta['graphs'])}")  # fmt: skip
