@@ -77,9 +77,9 @@ def _say_once(logger: logging.Logger, text: str) -> None:
         logger.addFilter(_Once(text))
 
 
-def _launcher_of(args: list[str]) -> str | None:
+def _choice_of(args: list[str], group: str = "hydra/launcher") -> str | None:
     for a in args:
-        if a.startswith("hydra/launcher="):
+        if a.startswith(f"{group}="):
             return a.split("=", 1)[1]
     return None
 
@@ -91,7 +91,7 @@ def run_task(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    launcher = _launcher_of(args)
+    launcher = _choice_of(args)
     wants_multirun = multirun or "-m" in args or "--multirun" in args
     if launcher not in (None, "basic") and not wants_multirun:
         fail(
@@ -111,7 +111,17 @@ def run_task(
         fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:
         fail(f"config: {_one_line(err)}")
-    except ValueError as err:
+    except Exception as err:
+        from attnlab.tasks.sweepers import raised_in_sweeper
+
+        if raised_in_sweeper(err):  # a study that ended without a result
+            fail(
+                f"hydra/sweeper={_choice_of(args, 'hydra/sweeper')} stopped the study: "
+                f"{_one_line(err)} (the 'Failed experiment' lines above say which trials "
+                "failed, and why)"
+            )
+        if not isinstance(err, ValueError):
+            raise
         if _raised_in_attnlab(err):  # a value no check caught: still one line, with where
             if os.environ.get("ATTNLAB_DEBUG"):
                 raise
@@ -312,17 +322,11 @@ def read(
         True, help="Place each image's ink as the generator does (margins, height) first."
     ),
 ) -> None:
-    """Read strip images with a trained reader (--run) or an export (--onnx): prints file,
-    reading, confidence."""
-    from attnlab.tasks.read import read_files, read_files_onnx
+    """Read strip images with a trained reader (or an export): file, reading, confidence."""
+    from attnlab.tasks.read import read_files
 
-    if (run is None) == (onnx is None):
-        fail("read: give one of --run RUN and --onnx EXPORT")
     try:
-        if onnx is not None:
-            bad = read_files_onnx(images, onnx, attention, beam, typer.echo, crop)
-        else:
-            bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo, crop)
+        bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo, crop, onnx)
     except UserError as err:
         fail(str(err))
     if bad:
@@ -367,7 +371,8 @@ def report(
         fail(f"--out {out}: exists and is not a folder")
     try:
         chosen = None if not compare or None in compare else (compare[0], compare[1])
-        index = build_report(list(paths), out, chosen)
+        warn = lambda line: typer.echo(f"attnlab: warning: {line}", err=True)  # noqa: E731
+        index = build_report(list(paths), out, chosen, warn)
     except (ReportError, UserError) as err:
         fail(str(err))
     typer.echo(f"report written: {index}")

@@ -7,11 +7,17 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 
 class UserError(Exception):
     """Bad input: a wrong option, a missing or unreadable file, an incompatible checkpoint."""
+
+
+def exit_with(err: UserError) -> NoReturn:
+    """End the program as the CLI does for a user error: one line on stderr, exit status 2."""
+    print(f"attnlab: error: {err}", file=sys.stderr)
+    raise SystemExit(2) from err
 
 
 def reports_user_errors(task: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -31,8 +37,7 @@ def reports_user_errors(task: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
             if HydraConfig.get().mode == RunMode.MULTIRUN:
                 raise
-            print(f"attnlab: error: {err}", file=sys.stderr)
-            raise SystemExit(2) from err
+            exit_with(err)
 
     return wrapper
 

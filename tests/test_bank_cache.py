@@ -1,17 +1,20 @@
 """The glyph bank kept on disk between processes (attnlab.data.bank_cache): a loaded bank is
 the built one, anything it depends on names another file, and the cache never fails a
-command (unreadable file rebuilt, unwritable folder passed over, ATTNLAB_CACHE=off)."""
+command (unreadable file or a bank of another shape rebuilt, unwritable folder passed over,
+ATTNLAB_CACHE=off), and its files get the umask's mode."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import stat
 
 import pytest
 import torch
 
 from attnlab.config import DataConfig
-from attnlab.data import glyphs
+from attnlab.data import bank_cache, glyphs
 from attnlab.data.bank_cache import cache_dir
 from attnlab.data.fonts import resolve_fonts
 
@@ -118,3 +121,46 @@ def test_the_least_recently_used_banks_go_first(cache, monkeypatch):
     glyphs.glyph_bank(first)
     glyphs.glyph_bank(third)  # a third bank: the least recently used one (second's) goes
     assert len(banks(cache)) == 2 and older in banks(cache) and newer not in banks(cache)
+
+
+@pytest.mark.parametrize(
+    "other, said",
+    [
+        ({"charset": "012345678"}, "characters (data.charset) 9, not 10"),
+        ({"height": 24}, "glyph height 24, not 32"),
+        ({"variants": 2}, "variants 2, not 1"),
+        ({"blur": [0.0, 0.0]}, "blur levels (0.0,), not (0.0, 0.4, 0.8)"),
+        ({"font_sizes": [22]}, "are not the config's fonts"),
+    ],
+)
+def test_a_stored_bank_of_another_shape_is_built_again(cache, caplog, other, said):
+    """A real bank of another config stored under this config's name (#32, class 9): never
+    used (fewer characters crashed drawing; another height drew every glyph cut off), built
+    again with one warning line, and replaced."""
+    data = DataConfig(**SMALL)
+    built = glyphs.glyph_bank(data)
+    (kept,) = banks(cache)
+    wrong = glyphs._build_bank(glyphs._bank_key(DataConfig(**{**SMALL, **other})))
+    torch.save(bank_cache.to_dict(wrong), kept)
+    glyphs._bank.cache_clear()
+    with caplog.at_level(logging.INFO, logger="attnlab.data"):
+        again = glyphs.glyph_bank(data)
+    assert same(again, built)
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "holds another bank" in line and said in line and str(kept) in line
+    assert same(bank_cache.from_dict(torch.load(kept, weights_only=True), glyphs._shape(
+        glyphs._bank_key(data))), built)  # fmt: skip
+    caplog.clear()
+    glyphs._bank.cache_clear()
+    assert same(glyphs.glyph_bank(data), built) and not caplog.records  # read, no warning
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_stored_bank_gets_the_umasks_mode(cache, umask):
+    old = os.umask(umask)
+    try:
+        glyphs.glyph_bank(DataConfig(**SMALL))
+    finally:
+        os.umask(old)
+    (kept,) = banks(cache)
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o666 & ~umask

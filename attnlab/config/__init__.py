@@ -20,6 +20,7 @@ from attnlab.config.experiment import (
     OptimConfig,
     TrainConfig,
     check_experiment,
+    check_objective_of,
     lengths_label,
     model_schema,
     plain_config,
@@ -52,6 +53,6 @@ __all__ = [
     "MAX_EVAL_LENGTH", "OBJECTIVES", "DataConfig", "DataTaskConfig", "EvalConfig",
     "EvalTaskConfig", "ExperimentConfig", "ExportConfig", "ModelConfig", "OptimConfig",
     "PreviewConfig", "ProbeConfig", "ProbeTaskConfig", "RunTaskConfig", "TrainConfig",
-    "check_beam", "check_device", "check_experiment", "check_seed",
+    "check_beam", "check_device", "check_experiment", "check_objective_of", "check_seed",
     "lengths_label", "model_schema", "plain_config", "seen_lengths", "span",
 ]  # fmt: skip

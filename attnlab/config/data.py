@@ -78,6 +78,11 @@ class DataConfig:
     mix: float = 0.0  # share of synthetic strips in each training batch (data=folder)
     crop: bool = True  # ink placed as the generator places it, as eval.crop does
     skip_long: bool = False  # labels too long for the reader: skipped (counted), not refused
+    # data=folder: train on the first N strips of one fixed order of the training pool (drawn
+    # from the run's seed, lengths taken in turn; attnlab.data.limit), so a smaller N's strips
+    # are inside a larger N's. The held-out share is drawn before, the same for every N.
+    # None = the whole pool; N over the pool is refused.
+    limit: int | None = None
     charset: str = "0123456789"  # the characters a label may hold; the readers' vocabulary
 
     @classmethod
@@ -151,6 +156,10 @@ class DataConfig:
         ok = d.source != "folder" or share > 0 or bool(d.val_path)
         require(ok, "data.val_share", share, "must be > 0 unless data.val_path is given")
         require(finite(d.mix) and 0 <= d.mix < 1, "data.mix", d.mix, "must be in [0, 1)")
+        if getattr(d, "limit", None) is not None:
+            require(d.limit >= 1, "data.limit", d.limit, "must be >= 1 strips (null = all)")
+            ok = d.source == "folder"
+            require(ok, "data.limit", d.limit, "draws from labelled strips: needs data=folder")
         chars = str(d.charset)
         ok = (
             len(chars) >= 1

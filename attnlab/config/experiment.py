@@ -19,6 +19,7 @@ from attnlab.config.rules import (
     require,
     span,
 )
+from attnlab.errors import UserError
 
 MAX_EVAL_LENGTH = 64  # the longest evaluated string: 8x the default seen range
 
@@ -66,6 +67,9 @@ class TrainConfig:
     # What the task returns to a Hydra sweeper (Optuna, Nevergrad, Ax): one of OBJECTIVES,
     # e.g. val_exact (maximize). None: the task returns its metrics as a dict, as always.
     objective: str | None = None
+    # Parts of the reader kept as they are (no gradient, no optimiser state), by the names
+    # its class declares (Reader.PARTS), e.g. [encoder]; checked by attnlab.training.freeze.
+    freeze: list[str] = field(default_factory=list)
 
     @classmethod
     def check(cls, t: Any) -> None:
@@ -99,6 +103,16 @@ OBJECTIVES = {
     "seen_cer": ("minimize", "evaluation"),
     "unseen_cer": ("minimize", "evaluation"),
 }
+
+
+def check_objective_of(task: str, objective: str | None) -> None:
+    """``attnlab train`` (task "train") measures only the validation objectives; the jobs of
+    ``attnlab sweep lengths`` evaluate, so they measure them all."""
+    if task == "train" and objective is not None and OBJECTIVES[objective][1] == "evaluation":
+        raise UserError(
+            f"train.objective={objective} is measured by an evaluation: use it with 'attnlab "
+            "sweep lengths' (whose jobs evaluate), or val_exact / val_cer with attnlab train"
+        )
 
 
 @dataclass

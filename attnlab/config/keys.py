@@ -31,6 +31,14 @@ NEUTRAL_KEYS = (
     "eval.explore_n",  # how many strips the report's explorer keeps
 )
 
+# Keys added after runs were made, and the value a config without them means: a run that
+# lacks one is read as having this value (a variant of its own only when it differs), so
+# older runs stay seeds of today's default variant and still resume.
+ADDED_DEFAULTS = {
+    "train.freeze": "[]",  # nothing frozen (attnlab.training.freeze)
+    "data.limit": "null",  # the whole training pool (attnlab.data.limit)
+}
+
 # What a run asked again into its own directory may change (attnlab.runs.resume): the keys
 # above, and train.steps (a larger value trains on from the checkpoint).
 RESUMABLE = (*NEUTRAL_KEYS, "train.steps")

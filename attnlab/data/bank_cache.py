@@ -13,8 +13,11 @@ that define it, the source of the modules that draw it, the versions of torch, P
 its FreeType, and each font file's path, size and modification time. Change any of them and
 the bank is built anew, so a cached bank is always the one this code would build.
 ``ATTNLAB_CACHE=off`` never reads or writes one. A file that cannot be read (cut short,
-another format) is rebuilt and replaced; a folder that cannot be written (read-only, full
-disk) is passed over: the cache never fails a command, and never changes what it computes.
+another format), or that holds a bank of another shape than the config's (``Shape``: glyph
+height, characters, variants, blur levels, renderings), is rebuilt and replaced, with one
+warning line; a folder that cannot be written (read-only, full disk) is passed over: the
+cache never fails a command, and never changes what it computes.
+Its files are written whole (``attnlab.runs.io.atomic_write``), with the mode the umask gives.
 It holds at most ``KEEP`` banks: storing another removes the least recently used.
 """
 
@@ -24,12 +27,15 @@ import hashlib
 import inspect
 import logging
 import os
-import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from attnlab.data.glyphs import GlyphBank
+from attnlab.runs.io import WriteError, atomic_write
 
 log = logging.getLogger("attnlab.data")
 
@@ -70,26 +76,80 @@ def bank_digest(key: tuple, modules: tuple[Any, ...], fonts: tuple[str, ...]) ->
     return h.hexdigest()[:32]
 
 
-def load_or_build(digest: str, build: Callable[[], Any], to_dict, from_dict) -> Any:
-    """The bank stored under ``digest``, else ``build()`` stored there for the next process.
+@dataclass(frozen=True)
+class Shape:
+    """What the config says its bank holds: a stored bank is used only if it holds exactly
+    this (a file of the right name but another shape would crash strip drawing, or draw
+    every glyph cut off)."""
 
-    ``to_dict``/``from_dict`` turn a bank into plain tensors, lists and strings and back
-    (loaded with ``weights_only=True``); ``from_dict`` raises on anything malformed."""
+    height: int  # data.height: rows of every glyph
+    chars: int  # len(data.charset)
+    variants: int  # data.variants
+    blur_levels: tuple[float, ...]  # the sigmas data.blur gives
+    renderings: frozenset[str]  # every "font@px/stroke" data.fonts/font_sizes/stroke_widths name
+
+
+class OtherShape(ValueError):
+    """A stored bank of another shape than the config's, with the first dimension that differs."""
+
+
+def load_or_build(digest: str, build: Callable[[], GlyphBank], want: Shape) -> GlyphBank:
+    """The bank stored under ``digest`` if it has the shape ``want``, else ``build()``
+    stored there for the next process (loaded with ``weights_only=True``)."""
     folder = cache_dir()
     if folder is None:
         return build()
     path = folder / f"glyph-bank-{digest}.pt"
     if path.is_file():
         try:
-            bank = from_dict(torch.load(path, weights_only=True))
+            bank = from_dict(torch.load(path, weights_only=True), want)
             _touch(path)
             return bank
+        except OtherShape as err:
+            log.warning("glyph bank cache %s holds another bank (%s); building it again", path, err)
         except Exception as err:  # cut short, or not a bank: build it again
             log.warning("glyph bank cache %s unreadable (%s); building it again", path, err)
     bank = build()
     _store(path, to_dict(bank))
     _forget_oldest(folder)
     return bank
+
+
+def to_dict(bank: GlyphBank) -> dict[str, Any]:
+    """A bank as plain tensors, lists and strings (what ``torch.load(weights_only=True)`` reads)."""
+    return {"columns": bank.columns, "widths": bank.widths,
+            "renderings": list(bank.renderings), "blur_levels": list(bank.blur_levels)}  # fmt: skip
+
+
+def from_dict(d: dict[str, Any], want: Shape) -> GlyphBank:
+    """A stored bank, checked: its layout (else ValueError), then every dimension against
+    ``want`` (else OtherShape, naming the first that differs)."""
+    columns, widths = d["columns"], d["widths"]  # (R, K, C, V, Wg, H), (R, K, C, V)
+    ok = (
+        columns.dtype == torch.uint8 and columns.dim() == 6 and widths.dtype == torch.int64
+        and widths.shape == columns.shape[:4] and len(d["renderings"]) == columns.shape[0]
+        and len(d["blur_levels"]) == columns.shape[1]
+    )  # fmt: skip
+    if not ok:
+        raise ValueError("not a glyph bank of this layout")
+    renderings = tuple(str(r) for r in d["renderings"])
+    blur = tuple(float(s) for s in d["blur_levels"])
+    r, _, c, v, wg, h = columns.shape
+    other = [
+        (h, want.height, "glyph height"),
+        (c, want.chars, "characters (data.charset)"),
+        (v, want.variants, "variants"),
+        (blur, want.blur_levels, "blur levels"),
+    ]
+    for got, wanted, what in other:
+        if got != wanted:
+            raise OtherShape(f"{what} {got}, not {wanted}")
+    stray = sorted(set(renderings) - want.renderings)
+    if r == 0 or stray or len(set(renderings)) != r:
+        raise OtherShape(f"renderings {list(renderings)[:3]} are not the config's fonts")
+    if r and (int(widths.min()) < 1 or int(widths.max()) > wg):
+        raise OtherShape(f"glyph widths {int(widths.min())}..{int(widths.max())} outside 1..{wg}")
+    return GlyphBank(columns, widths, renderings, blur)
 
 
 def _touch(path: Path) -> None:
@@ -111,18 +171,10 @@ def _forget_oldest(folder: Path) -> None:
 
 
 def _store(path: Path, payload: dict[str, Any]) -> None:
-    """Written whole or not at all (a temporary file renamed), so that two processes
-    building the same bank at once never read each other's half-written file."""
-    tmp = None
+    """Written whole or not at all (``atomic_write``: a temporary file renamed, with the mode
+    the umask gives), so that two processes building the same bank at once never read each
+    other's half-written file; a folder that cannot be written is passed over."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".glyph-bank-", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as err:
+        atomic_write(path, lambda tmp: torch.save(payload, tmp))
+    except (WriteError, RuntimeError) as err:  # a full disk, no permission, ...
         log.info("glyph bank not kept in %s: %s", path.parent, err)
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)

@@ -324,7 +324,9 @@ def read_labels(
                 )
             name, label = row[0].strip(), row[1].strip()
             if digits_only and (not label.isdigit() or not label.isascii()):
-                raise UserError(f"{path}:{line}: label {label!r} is not a string of digits 0-9")
+                raise UserError(
+                    f"{path}:{line}: label {short(label)} is not a string of digits 0-9"
+                )
             if outside(folder, name) and not allow_outside:
                 raise UserError(
                     f"{path}:{line}: {name!r} lies outside {folder} (eval.allow_outside=true "

@@ -280,26 +280,23 @@ def _bank(key: tuple) -> GlyphBank:
 
     code = (sys.modules[__name__], fonts, ranges)  # what draws it
     digest = bank_cache.bank_digest(key, code, key[1])  # key[1]: the font sources
-    return bank_cache.load_or_build(digest, lambda: _build_bank(key), _bank_to_dict,
-                                    _bank_from_dict)  # fmt: skip
+    return bank_cache.load_or_build(digest, lambda: _build_bank(key), _shape(key))
 
 
-def _bank_to_dict(bank: GlyphBank) -> dict:
-    return {"columns": bank.columns, "widths": bank.widths,
-            "renderings": list(bank.renderings), "blur_levels": list(bank.blur_levels)}  # fmt: skip
+def _px(size: int, height: int) -> int:
+    """A font size of data.font_sizes (px at height 32) at this strip height."""
+    return max(6, round(size * height / 32))
 
 
-def _bank_from_dict(d: dict) -> GlyphBank:
-    columns, widths = d["columns"], d["widths"]
-    ok = (
-        columns.dtype == torch.uint8 and columns.dim() == 6 and widths.dtype == torch.int64
-        and widths.shape == columns.shape[:4] and len(d["renderings"]) == columns.shape[0]
-        and len(d["blur_levels"]) == columns.shape[1]
-    )  # fmt: skip
-    if not ok:
-        raise ValueError("not a glyph bank of this layout")
-    return GlyphBank(columns, widths, tuple(d["renderings"]),
-                     tuple(float(s) for s in d["blur_levels"]))  # fmt: skip
+def _shape(key: tuple):
+    """The shape of the bank of ``key`` (``bank_cache.Shape``): what a stored one must have."""
+    from attnlab.data.bank_cache import Shape
+
+    height, fonts, sizes, strokes, variants, blur, charset = (
+        key[i] for i in (0, 1, 2, 3, 4, 10, 15)
+    )
+    names = {f"{Path(f).stem}@{_px(s, height)}/{k}" for f in fonts for s in sizes for k in strokes}
+    return Shape(height, len(charset), variants, tuple(levels(blur)), frozenset(names))
 
 
 _BANK_CHUNK = 256  # glyphs warped and blurred at a time
@@ -317,7 +314,7 @@ def _build_bank(key: tuple) -> GlyphBank:
     drawn: set[str] = set()  # the characters some rendering has
     for source in fonts:
         for size in sizes:
-            px = max(6, round(size * height / 32))
+            px = _px(size, height)
             for stroke in strokes:
                 chars = render_chars(source, px, stroke, height, charset)
                 drawn.update(c for c, g in zip(charset, chars, strict=True) if g is not None)

@@ -32,8 +32,10 @@ from attnlab.data.dedup import (
     fingerprint,
     image_key,
     overlap,
+    short,
     split_digest,
 )
+from attnlab.data.limit import draw
 from attnlab.data.ranges import uniform
 from attnlab.data.sources import Source, StripCache, check_charset, decode_all, open_source
 from attnlab.data.strips import StripBatch, StripSynth, pad_strips, set_seed
@@ -233,13 +235,15 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
         e = source.entries[i]
         raise UserError(
             f"{source.path}: {len(split.long)} label(s) too long for the {reader.name} reader; "
-            f"first at {e.where} ({e.label!r}: {why}); set data.skip_long=true to skip them"
+            f"first at {e.where} ({short(e.label)}: {why}); set data.skip_long=true to skip them"
         )
     if not split.train:
         raise UserError(
             f"{source.path}: no strips to train on (seen lengths {seen}, {len(split.held)} "
             f"held out, {split.unseen} of other lengths, {len(split.long)} too long)"
         )
+    pool = [source.entries[i].label for i in split.train]  # data.limit: the first N of it
+    drawn = draw(split.train, pool, getattr(d, "limit", None), cfg.seed, str(source.path))
     val_cache = _val_cache(d, cache, dist, split)
     wanted = set(seen)
     by_length: dict[int, list[int]] = {}
@@ -252,29 +256,37 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
             f"(raise data.val_share or give data.val_path)"
         )
     val_sets = {n: val_cache.batch(idx) for n, idx in sorted(by_length.items())}
-    record = _record(d, source, dist, split, seen)
+    record = _record(d, source, dist, split, seen, drawn)
     log.info(
         "%s %s: %d strips; training on %d of the seen lengths, %d held out, %d of other "
         "lengths, %d skipped as too long%s",
-        source.kind, source.path, len(source), len(split.train), len(split.held),
+        source.kind, source.path, len(source), len(drawn), len(split.held),
         split.unseen, len(split.long),
         f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
     )  # fmt: skip
-    stream = SourceStream(cache.subset(split.train), cfg.train.batch_size, seed, d, synth, seen)
+    stream = SourceStream(cache.subset(drawn), cfg.train.batch_size, seed, d, synth, seen)
     return FolderData(stream, val_sets, record)
 
 
-def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int]):
+def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int], drawn):
     """What the run keeps (data_split.json and the checkpoint): the source, its held-out ids
-    and the fingerprints a resume is compared with (``split_changes``)."""
+    and the fingerprints a resume is compared with (``split_changes``). The split (held out
+    and training pool) does not depend on ``data.limit``; what was drawn from the pool does
+    (``limit``, ``trained``, ``drawn``)."""
     ids = [e.id for e in source.entries]
     held, train = [ids[i] for i in split.held], [ids[i] for i in split.train]
+    limit = getattr(d, "limit", None)
     return {
         "source": source.kind,
         "path": str(Path(d.path).resolve()),
         "val_path": str(Path(d.val_path).resolve()) if d.val_path else None,
         "strips": len(source),
-        "trained": len(split.train),
+        "pool": len(split.train),
+        "trained": len(drawn),
+        "limit": None if limit is None else int(limit),
+        "drawn": split_digest([], [ids[i] for i in drawn]),
+        # data.limit: the strips drawn, in the draw's order (a smaller N's are its first N)
+        **({"drawn_ids": [ids[i] for i in drawn]} if limit is not None else {}),
         "held_out": held,
         "held_out_copies": [ids[i] for i in split.copies],
         "merged": dist.merged,
@@ -314,6 +326,10 @@ def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | No
         return where + "has images changed in place since"
     if saved.get("split_fingerprint") != now["split_fingerprint"]:
         return where + "splits into other held-out and training strips than it did"
+    if saved.get("limit") != now.get("limit"):
+        return f"it trained on data.limit={saved.get('limit')} strips, not {now.get('limit')}"
+    if saved.get("drawn", now.get("drawn")) != now.get("drawn"):
+        return where + "draws other training strips for data.limit than it did"
     return None
 
 

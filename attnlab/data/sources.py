@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnlab.data.dedup import short
 from attnlab.data.folder import LABELS, Warn, load_image, read_labels, warn_stderr
 from attnlab.data.strips import StripBatch
 from attnlab.errors import UserError
@@ -172,7 +173,7 @@ def check_charset(source: Source, charset: str) -> None:
     what = f"characters {shown!r} outside data.charset={charset!r}" if chars else ""
     what += (" and " if chars and empty else "") + (f"{empty} empty" if empty else "")
     raise UserError(
-        f"{bad[0].where}: label {bad[0].label!r}: {len(bad)} label(s) of {source.path} with "
+        f"{bad[0].where}: label {short(bad[0].label)}: {len(bad)} label(s) of {source.path} with "
         f"{what}; add the characters to data.charset or fix the labels"
     )
 

@@ -84,24 +84,28 @@ def evaluate_run(
     which: str = "best",
     device: str = "auto",
     say=print,
+    synthetic: bool = False,
     onnx: str | None = None,
 ) -> Path:
     """Evaluate a run (or checkpoint): tables, maps and eval.json under ``eval/<name>``.
 
     The run directory is locked meanwhile; eval.json is written last, so an evaluation
-    without it is partial, and it records the checkpoint step that was read. ``onnx``: an
-    export of this checkpoint reads the sets instead (the reference loop), into
-    ``eval/<name>-onnx``.
+    without it is partial, and it records the checkpoint step that was read. ``synthetic``:
+    read the fixed synthetic test sets even when the run trained on labelled strips (what a
+    fine-tuned reader still reads of what it started from: forgetting). ``onnx``: an export
+    of this checkpoint reads the sets instead (the reference loop), into eval/<name>-onnx.
     """
     EvalConfig.check(cfg)
     RunTaskConfig.check_run(which, device)
     if onnx and cfg.oracle_length:
         raise UserError("eval.oracle_length: the ONNX reference loop has no oracle lengths")
     with checkpoint.held(run, which, "eval") as ckpt_path:
-        return _evaluate(ckpt_path, cfg, device, say, onnx)
+        return _evaluate(ckpt_path, cfg, device, say, synthetic, onnx)
 
 
-def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say, onnx=None) -> Path:
+def _evaluate(
+    ckpt_path: Path, cfg: EvalConfig, device: str, say, synthetic=False, onnx=None
+) -> Path:
     got = checkpoint.restore(ckpt_path, device)
     ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
     if onnx:
@@ -113,7 +117,7 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say, onnx=None) -> 
 
     split = ckpt.data_split  # a run trained on labelled strips (data=folder)
     digest = None
-    if cfg.folder or split is not None:
+    if not synthetic and (cfg.folder or split is not None):
         if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
             strips, files = load_labelled(
                 cfg.folder, exp.data.height, warn_stderr, cfg.crop, exp.data.charset,

@@ -34,6 +34,11 @@ class Reader(nn.Module):
     """A digit-strip reader. Subclasses are registered by name (attnlab.models.registry)."""
 
     name: ClassVar[str] = ""  # set by the registry
+    # The reader's parts, for ``train.freeze`` (attnlab.training.freeze): part name -> the
+    # attributes (submodules or parameters) that make it. Every parameter belongs to exactly
+    # one part (the registry's contract test checks it); an attribute a config leaves unbuilt
+    # (None) is skipped. A reader whose modules differ declares its own.
+    PARTS: ClassVar[dict[str, tuple[str, ...]]] = {"encoder": ("encoder",)}
 
     def __init__(self, cfg: ModelConfig, height: int, recurrent: bool = True):
         """``recurrent`` False builds the column encoder without its BiGRU, for a reader that

@@ -78,6 +78,9 @@ class AttentionMemory(Memory):
 class StepwiseReader(Reader):
     """Encoder + a decoder that reads one token per step (embedding, init, output layer)."""
 
+    # the output layer and the auxiliary CTC head: the tensors tied to the vocabulary
+    PARTS = {"encoder": ("encoder",), "decoder": ("embed", "init"), "output": ("out", "ctc_head")}
+
     def __init__(
         self,
         cfg: StepwiseConfig,

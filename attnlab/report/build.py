@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +27,8 @@ from attnlab.report.compare import (
     resolve,
     sides,
 )
+from attnlab.report.datacurve import DATA_NEEDS_CSV, data_needs, data_needs_tables
+from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
 from attnlab.report.discover import ReportError, discover_runs
 from attnlab.report.explorer import explorer
 from attnlab.report.figures import PLOTS, draw_plots
@@ -36,7 +39,12 @@ from attnlab.report.html import Section, render_index
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
-from attnlab.report.tables import comparison_tables, summary_md, summary_table
+from attnlab.report.tables import (
+    comparison_tables,
+    data_needs_markdown,
+    summary_md,
+    summary_table,
+)
 from attnlab.report.variants import assign_variants, counted, ordered_variants
 from attnlab.runs.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
 
@@ -48,19 +56,28 @@ PROBES_CSV = "probes.csv"  # written only when some run has a probe
 
 
 def comparisons(
-    groups: list[TrainGroup], chosen: tuple[str, str] | None = None
+    groups: list[TrainGroup],
+    chosen: tuple[str, str] | None = None,
+    warn: Callable[[str], object] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Paired differences of every training range and evaluation: the default pairs (the
     baseline reader against every other reader), or only `chosen` (A, B). Returns the rows
-    and, for default pairs that cannot be paired, one line each on why. A chosen pair that
-    does not exist or cannot be paired is a ReportError."""
+    and, for pairs that cannot be paired, one line each on why (for `chosen`, also said
+    through `warn`). A chosen pair that does not exist, names one variant twice, or can be
+    paired in no evaluation is a ReportError."""
     frames, notes = [], []
     labels = ordered_variants(r.variant for g in groups for r in g.runs if r.evals)
     if chosen is not None:
         try:
-            chosen = (resolve(chosen[0], labels), resolve(chosen[1], labels))
+            resolved = (resolve(chosen[0], labels), resolve(chosen[1], labels))
         except CompareRefused as err:
             raise ReportError(str(err)) from err
+        if resolved[0] == resolved[1]:
+            raise ReportError(
+                f"--compare {chosen[0]!r} {chosen[1]!r}: both name the variant {resolved[0]!r}; "
+                "name two different variants"
+            )
+        chosen = resolved
     for group in groups:
         for name in group.evals:
             by_variant = sides(group.runs, name)
@@ -74,26 +91,33 @@ def comparisons(
                         compare(group.train, name, group.seen, by_variant[a], by_variant[b])
                     )
                 except CompareRefused as err:
-                    if chosen is not None:
-                        raise ReportError(f"--compare: {err}") from err
                     notes.append(f"train {group.train}, eval {name}: {a} - {b}: {err}")
     if chosen is not None and not frames:
+        if notes:  # every evaluation they share was refused: the first reason
+            raise ReportError(f"--compare: {notes[0]}")
         raise ReportError(
             f"--compare {chosen[0]!r} {chosen[1]!r}: these variants were never evaluated on "
             "the same training range and evaluation"
         )
+    for note in notes if chosen is not None and warn is not None else []:
+        warn(f"--compare: skipped {note}")
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     return rows, notes
 
 
 def build_report(
-    paths: list[Path], out_dir: Path, compare_pair: tuple[str, str] | None = None
+    paths: list[Path],
+    out_dir: Path,
+    compare_pair: tuple[str, str] | None = None,
+    warn: Callable[[str], object] | None = None,
 ) -> Path:
     """Write the report of every run under `paths` into `out_dir`; returns index.html's path.
 
     Raises ReportError when a path does not exist, no run is found under `paths`, or
-    `compare_pair` names variants that cannot be compared; a run that is broken, partial,
-    stale or a duplicate seed is listed with its problems, never a crash. The report is
+    `compare_pair` names variants that cannot be compared (an evaluation of theirs that
+    cannot be paired while another can is skipped, in one line through `warn`); a run that
+    is broken, partial, stale or a duplicate seed is listed with its problems, never a
+    crash. The report is
     written all or nothing: built in a hidden folder beside `out_dir`, then swapped in, so a
     failure (a full disk) leaves an earlier report in `out_dir` as it was.
     """
@@ -110,7 +134,7 @@ def build_report(
     except OSError as err:
         raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
     try:
-        _write(paths, runs, work, compare_pair)
+        _write(paths, runs, work, compare_pair, warn)
         _swap_in(work, out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -145,6 +169,7 @@ def _is_report_file(name: str) -> bool:
     an old comparisons.csv or plot must not outlive the runs it described)."""
     kinds = (*PLOTS, "swept")
     own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV, TENSORBOARD)
+    own += (DATA_NEEDS_CSV,)
     return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
 
 
@@ -155,13 +180,17 @@ def _umask() -> int:
 
 
 def _write(
-    paths: list[Path], runs: list, out_dir: Path, compare_pair: tuple[str, str] | None
+    paths: list[Path],
+    runs: list,
+    out_dir: Path,
+    compare_pair: tuple[str, str] | None,
+    warn: Callable[[str], object] | None,
 ) -> Path:
     dup_notes = assign_variants(runs)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
     groups = train_groups(runs, agg)
-    diffs, compare_notes = comparisons(groups, compare_pair)
+    diffs, compare_notes = comparisons(groups, compare_pair, warn)
     sections, probe_rows = [], []
     for group in groups:
         plots = draw_plots(group, palette)
@@ -190,6 +219,11 @@ def _write(
     if not diffs.empty:
         write_text(out_dir / COMPARISONS_CSV, csv_text(diffs))
     compared = comparison_tables(diffs)
+    needs, needs_notes = data_needs(groups)  # data.limit swept: the data-needs curve's table
+    if not needs.empty:
+        write_text(out_dir / DATA_NEEDS_CSV, csv_text(needs))
+    curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
+    curve_md = data_needs_markdown(curve, needs_notes)
     said = {s.train: s.findings for s in sections}
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
@@ -197,11 +231,20 @@ def _write(
     write_text(
         out_dir / SUMMARY_MD,
         summary_md(
-            paths, runs, tables, dup_notes, said, probe_lines, compared, compare_notes, METHOD
+            paths,
+            runs,
+            tables,
+            dup_notes,
+            said,
+            probe_lines + curve_md,
+            compared,
+            compare_notes,
+            METHOD,
         ),
     )
     page = render_index(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
-        explorer=explorer(runs),
+        explorer=explorer(runs), data_needs=curve, data_needs_notes=needs_notes,
+        data_needs_method=DATA_NEEDS_METHOD,
     )  # fmt: skip
     return write_text(out_dir / INDEX, page)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -57,6 +58,15 @@ def draw_plots(group: TrainGroup, colours: Mapping[str, str]) -> dict[str, list[
 def file_name(kind: str, *parts: str) -> str:
     slugs = (re.sub(r"[^A-Za-z0-9]+", "_", p).strip("_") or "x" for p in parts)
     return "_".join([kind, *slugs]) + ".png"
+
+
+def tight_layout(fig: Figure) -> None:
+    """``fig.tight_layout()``, quietly. Where labels leave it no room (a study's many swept
+    values) matplotlib keeps the layout as drawn and says so in a UserWarning, which would
+    reach stderr on a report that succeeded; the PNG is cropped to its ink either way."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout()
 
 
 def png_bytes(fig: Figure) -> bytes:
@@ -168,7 +178,7 @@ def accuracy_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
         band = " / ".join(band_words(k) for k in sorted(set(rows["interval"]) - {""}))
         title = f"Trained on lengths {group.train} · eval {name} · band: {band}"
         fig.suptitle(title)
-        fig.tight_layout()
+        tight_layout(fig)
         plots.append(Plot(file_name("accuracy", group.train, name), title, png_bytes(fig)))
     return plots
 
@@ -219,5 +229,5 @@ def training_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
         ax.legend(handles=handles, fontsize=9, title="variant (one line per run)")
     title = f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)"
     fig.suptitle(title)
-    fig.tight_layout()
+    tight_layout(fig)
     return [Plot(file_name("training", group.train), title, png_bytes(fig))]

@@ -85,6 +85,9 @@ def render_index(
     method: str = "",
     swept: list[Plot] | None = None,
     explorer=None,  # report.explorer.Explorer: the explorer section's data and code
+    data_needs: list[SummaryTable] | None = None,  # report.datacurve: data.limit swept
+    data_needs_notes: list[str] | None = None,
+    data_needs_method: str = "",
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -107,5 +110,8 @@ def render_index(
             max_maps=MAX_MAPS_SHOWN,
             generated=datetime.now().strftime("%Y-%m-%d %H:%M"),
             explorer=explorer,
+            data_needs=data_needs or [],
+            data_needs_notes=data_needs_notes or [],
+            data_needs_method=data_needs_method,
         )
     )

@@ -21,9 +21,13 @@ from matplotlib.ticker import NullLocator
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import band_words
 from attnlab.report.discover import RunInfo
-from attnlab.report.figures import Plot, file_name, png_bytes
+from attnlab.report.figures import Plot, file_name, png_bytes, tight_layout
 from attnlab.report.variants import SEP, styles
 
+# Keys that count strips (data.limit: the data-needs curve): drawn on a log x axis whatever
+# their span, and a run without a count (null: the whole pool, e.g. the run fine-tuned
+# from) is no point of the curve rather than a reason to draw no curve at all.
+COUNT_KEYS = ("data.limit",)
 SEEN_TOP = "top of the seen lengths"  # the derived key of a sweep over training ranges
 PANELS = (
     ("longest seen length", "at_top"),
@@ -80,24 +84,29 @@ def points(agg: pd.DataFrame, runs: list[RunInfo]) -> list[Point]:
     return out
 
 
+def _has(p: Point, key: str) -> bool:
+    """Is ``key`` set for this point (a count key's null is not)?"""
+    return key in p.keys and not (key in COUNT_KEYS and p.keys[key] == "null")
+
+
 def numeric_keys(pts: list[Point]) -> list[str]:
     """Keys whose values are numbers wherever they are set, with two or more values."""
     keys = sorted({k for p in pts for k in p.keys})
     out = []
     for key in keys:
-        values = [p.keys[key] for p in pts if key in p.keys]
+        values = [p.keys[key] for p in pts if _has(p, key)]
         numbers = [_number(v) for v in values]
         if all(x is not None for x in numbers) and len(set(numbers)) >= 2:
             out.append(key)
     return out
 
 
-def _lines(pts: list[Point], key: str) -> dict[str, list[Point]]:
+def lines_of(pts: list[Point], key: str) -> dict[str, list[Point]]:
     """Points of one evaluation -> lines: same reader and same value of every other key."""
     lines: dict[str, list[Point]] = {}
     several_ranges = len({p.train for p in pts}) > 1
     for p in pts:
-        if key not in p.keys:
+        if not _has(p, key):
             continue
         rest = [f"{k}={v}" for k, v in sorted(p.keys.items()) if k != key and k != SEEN_TOP]
         if key != SEEN_TOP and several_ranges:
@@ -113,7 +122,7 @@ def swept_plots(agg: pd.DataFrame, runs: list[RunInfo], colours: Mapping[str, st
     plots = []
     for key in numeric_keys(pts):
         for name in sorted({p.eval for p in pts}):
-            lines = _lines([p for p in pts if p.eval == name], key)
+            lines = lines_of([p for p in pts if p.eval == name], key)
             if not any(len(v) >= 2 for v in lines.values()):
                 continue
             plots.append(_figure(key, name, lines, colours))
@@ -121,13 +130,25 @@ def swept_plots(agg: pd.DataFrame, runs: list[RunInfo], colours: Mapping[str, st
 
 
 def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot:
+    fig = draw(key, name, lines, colours)
+    return Plot(file_name("swept", key, name), fig.get_suptitle(), png_bytes(fig))
+
+
+def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
+    """The four panels of one swept key and evaluation (``lines_of``'s lines)."""
     fig = Figure(figsize=(11, 7.6))
     axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
     xs = [_number(p.keys[key]) for v in lines.values() for p in v]
-    log = min(xs) > 0 and max(xs) / min(xs) >= 10
+    # a number of strips (data.limit: the data-needs curve) is read on a log axis at any span
+    log = min(xs) > 0 and (max(xs) / min(xs) >= 10 or key in COUNT_KEYS)
     style = styles(lines)
     kinds = set()
     for ax, (title, panel) in zip(axes, PANELS, strict=True):
+        if not any(panel in p.values for line in lines.values() for p in line):
+            ax.set_axis_off()  # e.g. a folder's held-out strips: no length beyond the seen
+            ax.text(0.5, 0.5, f"{title}: not read in this evaluation", ha="center",
+                    va="center", transform=ax.transAxes, color="0.4")  # fmt: skip
+            continue
         for label, line in lines.items():
             got = [(p, p.values[panel]) for p in line if panel in p.values]
             if not got:
@@ -154,5 +175,5 @@ def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot
     band = " / ".join(band_words(k) for k in sorted(kinds))
     title = f"Exact accuracy against {key} · eval {name} · band: {band or 'none'}"
     fig.suptitle(title)
-    fig.tight_layout()
-    return Plot(file_name("swept", key, name), title, png_bytes(fig))
+    tight_layout(fig)
+    return fig

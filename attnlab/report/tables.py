@@ -112,8 +112,8 @@ def comparison_tables(frame: pd.DataFrame) -> list[SummaryTable]:
                         r["split"],
                         pct.fmt(r["exact_a"]),
                         pct.fmt(r["exact_b"]),
-                        _points(r["exact_diff"], r["exact_diff_lo"], r["exact_diff_hi"], pct),
-                        _points(r["cer_diff"], r["cer_diff_lo"], r["cer_diff_hi"], cer),
+                        points_text(r["exact_diff"], r["exact_diff_lo"], r["exact_diff_hi"], pct),
+                        points_text(r["cer_diff"], r["cer_diff_lo"], r["cer_diff_hi"], cer),
                         f"{r['mcnemar_b']} / {r['mcnemar_c']}",
                         _p_value(r["mcnemar_p"]),
                     ],  # fmt: skip
@@ -125,7 +125,7 @@ def comparison_tables(frame: pd.DataFrame) -> list[SummaryTable]:
     return tables
 
 
-def _points(value: float, lo: float, hi: float, metric: Metric) -> str:
+def points_text(value: float, lo: float, hi: float, metric: Metric) -> str:
     """A difference of two rates in percentage points, signed, with its interval."""
     if pd.isna(value):
         return MISSING
@@ -203,3 +203,18 @@ def summary_md(
             f"{r.status}): " + _md_escape("; ".join(r.problems))
         )
     return "\n".join(lines).rstrip() + "\n"
+
+
+def data_needs_markdown(tables: list[SummaryTable], notes: list[str]) -> list[str]:
+    """summary.md's lines for the data-needs tables (report.datacurve); none without them."""
+    if not tables and not notes:
+        return []
+    from attnlab.report.datacurve import DATA_NEEDS_CSV, METHOD
+
+    lines = ["## How many strips: started-from variants against scratch", ""]
+    lines += [_md_escape(METHOD) + f" The numbers are in {DATA_NEEDS_CSV}.", ""]
+    for table in tables:
+        lines += [f"### Trained on lengths {table.train}: {_md_escape(table.notes[0])}", ""]
+        lines += [table.markdown(), ""]
+    lines += [f"- not paired: {_md_escape(n)}" for n in notes]
+    return lines + ([""] if notes else [])

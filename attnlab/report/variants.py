@@ -18,11 +18,12 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from attnlab.config.keys import NEUTRAL_KEYS, flatten
+from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key
 
@@ -52,7 +53,9 @@ SEEN_KEYS = ("data.train_lengths", "data.train_length_set")
 
 def identity(flat: dict[str, str], train: str) -> dict[str, str]:
     """The keys that make a variant: every key but the seed and `NEUTRAL_KEYS`, with the
-    seen lengths as the set `train` names."""
+    seen lengths as the set `train` names; a key added after the run was made
+    (`ADDED_DEFAULTS`) counts with the value its absence means, not as unset."""
+    flat = {**ADDED_DEFAULTS, **flat}
     out = {k: v for k, v in flat.items() if k not in IGNORED_KEYS and k not in SEEN_KEYS}
     out["seen lengths"] = json.dumps(train)
     return out
@@ -82,16 +85,54 @@ def assign_variants(runs: list[RunInfo]) -> list[str]:
     by_line: dict[tuple[str, str], list[int]] = {}
     for i, run in enumerate(runs):
         by_line.setdefault((run.train, run.reader_name), []).append(i)
+    sources = source_names({idents[i].get("init_from", "null") for i in idents})
     for members in by_line.values():
         keys = sorted({k for i in members for k in idents[i]})
         differ = [k for k in keys if len({idents[i].get(k, UNSET) for i in members}) > 1]
         for i in members:
             run = runs[i]
             run.swept = {k: show_value(idents[i].get(k, UNSET)) for k in differ}
+            if run.swept.get("init_from") in sources:
+                run.swept["init_from"] = sources[run.swept["init_from"]]
             parts = [f"{k}={v}" for k, v in run.swept.items()]
             label = SEP.join([run.reader_name, ", ".join(parts)])
             run.variant = label if parts else run.reader_name
     return _mark_duplicates(runs)
+
+
+def source_names(values: Iterable[str]) -> dict[str, str]:
+    """``init_from`` values (JSON leaves) -> short names: the started-from run's folder and
+    its reader, e.g. ``synth/0 (attention)``, instead of a full path. The folder is named by
+    as many trailing path parts as tell the sources apart (two at least when the last is a
+    sweep job's number); a checkpoint file is named by its run's folder."""
+    paths = {}
+    for text in values:
+        value = json.loads(text) if text != UNSET else None
+        if isinstance(value, str) and value:
+            path = Path(value)
+            inside = path.suffix == ".pt" and path.parent.name == "checkpoints"
+            run = path.parent.parent if inside else path
+            paths[value] = run
+    names = {}
+    for value, run in paths.items():
+        parts = run.parts
+        depth = 2 if run.name.isdigit() and len(parts) > 1 else 1
+        while depth < len(parts) and any(
+            other != run and other.parts[-depth:] == parts[-depth:] for other in paths.values()
+        ):
+            depth += 1
+        reader = _source_reader(run)
+        tail = "/".join(parts[-depth:])
+        names[value] = f"{tail} ({reader})" if reader else tail
+    return names
+
+
+def _source_reader(run: Path) -> str | None:
+    """The reader a started-from run trained (its ``.hydra/config.yaml``), when it is there."""
+    try:
+        return str(OmegaConf.load(run / ".hydra" / "config.yaml").model.name)
+    except Exception:  # moved, relative to another directory, unreadable: no reader named
+        return None
 
 
 def _mark_duplicates(runs: list[RunInfo]) -> list[str]:

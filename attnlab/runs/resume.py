@@ -26,9 +26,10 @@ SWEEP_MARKER = "multirun.yaml"  # Hydra's record of a sweep, in its sweep direct
 def check_same_config(saved: dict[str, Any], now: dict[str, Any], where: Path) -> None:
     """Refuse ``now`` (this command's config, plain values) when it differs from ``saved``
     (the checkpoint's) in any key outside ``RESUMABLE``: one line naming the key, both values."""
-    from attnlab.config.keys import RESUMABLE, flatten  # the CLI imports this module: kept light
+    from attnlab.config.keys import ADDED_DEFAULTS, RESUMABLE, flatten  # kept light (the CLI)
 
-    old, new = flatten(saved), flatten(now)
+    old = {**ADDED_DEFAULTS, **flatten(saved)}
+    new = {**ADDED_DEFAULTS, **flatten(now)}
     keys = sorted([*new, *(k for k in old if k not in new)], key=lambda k: k != "model.name")
     for key in keys:
         was, asked = old.get(key, UNSET), new.get(key, UNSET)

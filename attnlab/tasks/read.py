@@ -58,18 +58,23 @@ def read_loaded(
 
 def read_files(
     images: list[Path],
-    run: str,
+    run: str | None,
     attention_dir: Path | None,
     beam: int,
     which: str,
     device: str,
     say: Callable[[str], None],
     crop: bool = True,
+    onnx: Path | None = None,
 ) -> int:
     """Read every image that can be read; returns how many could not (each named on stderr).
     ``crop``: each image's ink is placed as the generator places it (``crop_to_ink``).
     A name with a newline or another control character is printed quoted, so that every
-    image stays one line of the output."""
+    image stays one line of the output. ``onnx``: an export instead of ``run``."""
+    if (run is None) == (onnx is None):
+        raise UserError("read: give one of --run RUN and --onnx EXPORT")
+    if onnx is not None:
+        return read_files_onnx(images, onnx, attention_dir, beam, say, crop)
     check_beam(beam, "--beam")
     RunTaskConfig.check_run(which, device)
     got = checkpoint.restore(checkpoint.resolve(run, which), device)

@@ -62,10 +62,15 @@ def evaluation_objective(name: str, eval_dir: Path) -> float:
 
 
 def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Train, then evaluate on the run's own test strips; a reader fine-tuned on labelled
+    strips (``init_from`` with ``data=folder``) is also read on the synthetic test sets, so
+    the report shows what it still reads of what it started from (forgetting)."""
     metrics = train(cfg, run_dir)
     try:
         with sigterm_as_interrupt():  # a stopped sweep: this job says so, as in training
             out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
+            if cfg.get("init_from") and cfg.data.source == "folder":
+                evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, log.info, synthetic=True)
     except BaseException as err:
         requeued = isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes: not a failure
         state = RunStatus.interrupted if requeued else RunStatus.failed

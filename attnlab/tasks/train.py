@@ -17,8 +17,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from attnlab.config import OBJECTIVES
-from attnlab.errors import UserError, reports_user_errors
+from attnlab.config import OBJECTIVES, check_objective_of
+from attnlab.errors import reports_user_errors
 from attnlab.models import registry
 from attnlab.training.session import record_objective, train, validation_objective
 
@@ -33,11 +33,8 @@ def main(cfg: DictConfig) -> dict[str, Any] | float:
     """``attnlab train``: one run in Hydra's output directory; with ``train.objective``, the
     objective's value (a float, what Hydra's sweepers want) instead of the metrics."""
     objective = cfg.train.get("objective")
-    if objective is not None and OBJECTIVES.get(objective, ("", ""))[1] == "evaluation":
-        raise UserError(
-            f"train.objective={objective} is measured by an evaluation: use it with 'attnlab "
-            "sweep lengths' (whose jobs evaluate), or val_exact / val_cer with attnlab train"
-        )
+    if objective in OBJECTIVES:  # an unknown one is refused with the config's other checks
+        check_objective_of("train", objective)
     metrics = train(cfg, hydra_run_dir())
     if objective is None:
         return metrics

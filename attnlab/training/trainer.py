@@ -40,6 +40,7 @@ from attnlab.runtime import (
     usable_cpus,
 )
 from attnlab.threads import governor
+from attnlab.training.freeze import check_freeze, freeze, trainable, warn_unloaded
 from attnlab.training.validation import (
     log_validation,
     validate,
@@ -59,6 +60,8 @@ def check_training(cfg: DictConfig) -> None:
     device): a refusal here comes before anything is allocated or written."""
     check_experiment(cfg)
     registry.check_size(cfg.model, cfg.data.height, cfg.data.charset)
+    name = str(cfg.model.name)
+    check_freeze(getattr(cfg.train, "freeze", None), registry.get(name).reader, name)
 
 
 @dataclass
@@ -114,8 +117,11 @@ class Trainer:
         self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
         self.model = self.model.to(self.device)
         self.params = count_parameters(self.model)
+        # train.freeze: those parts get no gradient and no optimiser state (training.freeze)
+        names = check_freeze(getattr(t, "freeze", None), self.model, self.model.name)
+        self.frozen = freeze(self.model, names)
         self.opt = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
+            trainable(self.model), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
         )
         o = cfg.optim
         self.sched = torch.optim.lr_scheduler.LambdaLR(
@@ -163,6 +169,7 @@ class Trainer:
             from attnlab.training.finetune import init_from
 
             self.started_from = init_from(self.model, cfg, str(cfg.init_from))
+            warn_unloaded(self.frozen, self.started_from)
 
     # -- checkpoints ---------------------------------------------------------------------------
 

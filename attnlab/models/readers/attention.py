@@ -36,6 +36,8 @@ class AttentionConfig(StepwiseConfig):
 
 @register("attention", AttentionConfig, "attention reader: a new weighted context at every step")
 class AttentionReader(StepwiseReader):
+    PARTS = {**StepwiseReader.PARTS, "decoder": ("embed", "init", "attention", "cell")}
+
     def __init__(self, cfg: AttentionConfig, height: int):
         super().__init__(cfg, height)
         self.attention = Attention(

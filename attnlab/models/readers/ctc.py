@@ -331,6 +331,8 @@ def digit_probs_of(logp, cols, texts: list[str], charset: str = DIGITS) -> torch
 
 @register("ctc", CTCConfig, "CTC reader: a character-or-blank classifier on every column")
 class CTCReader(Reader):
+    PARTS = {"encoder": ("encoder",), "output": ("classify",)}
+
     def __init__(self, cfg: CTCConfig, height: int):
         super().__init__(cfg, height)
         # The charset's classes, then the blank (CLASSES = 11 for the digits).

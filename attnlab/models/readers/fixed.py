@@ -22,6 +22,8 @@ class FixedConfig(StepwiseConfig):
 
 @register("fixed", FixedConfig, "fixed-context reader: one summary of the strip for every step")
 class FixedContextReader(StepwiseReader):
+    PARTS = {**StepwiseReader.PARTS, "decoder": ("embed", "init", "rnn")}
+
     def __init__(self, cfg: FixedConfig, height: int):
         super().__init__(cfg, height)
         # A GRU layer rather than a cell: with the same summary at every step, teacher

@@ -58,6 +58,11 @@ class LocationConfig(StepwiseConfig):
     "location-aware attention reader: the energy also sees a convolution over past weights",
 )
 class LocationReader(StepwiseReader):
+    PARTS = {
+        **StepwiseReader.PARTS,
+        "decoder": ("embed", "init", "attention", "loc_conv", "loc_proj", "cell"),
+    }
+
     def __init__(self, cfg: LocationConfig, height: int):
         super().__init__(cfg, height)
         assert cfg.loc_kernel % 2 == 1 and cfg.loc_channels >= 1, "LocationConfig.check"

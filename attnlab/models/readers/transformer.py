@@ -108,6 +108,14 @@ class TransformerMemory(Memory):
     "transformer reader: masked self-attention over the digits, cross-attention over columns",
 )
 class TransformerReader(StepwiseReader):
+    # the column features, their projection and the transformer over the columns encode;
+    # the token embedding and the transformer decoder decode
+    PARTS = {
+        "encoder": ("encoder", "columns", "column_encoder"),
+        "decoder": ("embed", "embed_proj", "decoder"),
+        "output": ("out", "ctc_head"),
+    }
+
     def too_long(self, label, columns):
         steps = self.learned_steps
         if steps is not None and len(label) + 1 > steps:  # a learned position per step

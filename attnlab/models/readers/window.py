@@ -66,6 +66,8 @@ class WindowMemory(Memory):
 
 @register("window", WindowConfig, "window reader: a Gaussian window that only moves forward")
 class WindowReader(StepwiseReader):
+    PARTS = {**StepwiseReader.PARTS, "decoder": ("embed", "init", "params", "kappa0", "cell")}
+
     def __init__(self, cfg: WindowConfig, height: int):
         super().__init__(cfg, height)
         k = cfg.components

@@ -1,0 +1,132 @@
+"""The data-needs curve's table: each fine-tuned variant against scratch at each ``data.limit``.
+
+When ``data.limit`` (strips trained on) is swept together with ``init_from`` (scratch,
+``init_from=null``, against runs started from a trained reader), the swept-number plot
+(``report.swept``) draws the curve on a log axis, one line per variant with its seed band.
+This module writes the numbers beside it: for every training range, evaluation and N, the
+paired difference (``report.compare``: strip by strip, seeds paired, 95% bootstrap
+interval) of each started-from variant (any ``train.freeze``) against the scratch variant
+of the same reader and the same other keys (``data.mix``, ...) at that N. Pairs are only
+formed from evaluations that read the same strips (``compare`` refuses the others; its
+reason becomes a note). Rows: every length and the seen and unseen totals, in
+``data_needs.csv``; the page and summary.md show the seen total and the longest seen length.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from attnlab.evaluation.metrics import METRIC, TOTAL
+from attnlab.report.aggregate import TrainGroup
+from attnlab.report.compare import COLUMNS as COMPARE_COLUMNS
+from attnlab.report.compare import CompareRefused, Side, compare, sides
+from attnlab.report.tables import Row, SummaryTable, points_text
+
+DATA_NEEDS_CSV = "data_needs.csv"
+LIMIT = "data.limit"  # the swept number of training strips
+SOURCE = "init_from"  # what a variant started from; "null" = scratch
+SCRATCH = "null"
+UNFROZEN = "[]"
+COLUMNS = ["limit", *COMPARE_COLUMNS]
+METHOD = (
+    "Each variant started from a trained reader (init_from) against the scratch variant "
+    "(init_from=null, nothing frozen, every other key equal) trained on the same number of "
+    "strips (data.limit): the paired difference A - B on the same held-out strips, 95% "
+    "bootstrap interval over seed pairs and strips (as Paired differences)."
+)
+
+
+def _scratch_of(candidate: dict[str, str], tuned: dict[str, str]) -> bool:
+    """Is ``candidate`` (a variant's swept keys) the scratch variant ``tuned`` is paired with:
+    init_from=null, nothing frozen, every other swept key (data.limit included) the same."""
+    if candidate.get(SOURCE) != SCRATCH or candidate.get("train.freeze", UNFROZEN) != UNFROZEN:
+        return False
+    keys = (set(candidate) | set(tuned)) - {SOURCE, "train.freeze"}
+    return all(candidate.get(k) == tuned.get(k) for k in keys)
+
+
+def _pairs(by_variant: dict[str, Side]) -> list[tuple[str, str | None]]:
+    """(started-from variant, its scratch variant or None) of one evaluation."""
+    out = []
+    for label, side in by_variant.items():
+        first = side.runs[0]
+        if first.swept.get(LIMIT, "null") == "null" or first.swept.get(SOURCE, SCRATCH) == SCRATCH:
+            continue  # no count of strips (the whole pool), or a scratch variant itself
+        match = [
+            v
+            for v, s in by_variant.items()
+            if s.runs[0].reader_name == first.reader_name
+            and _scratch_of(s.runs[0].swept, first.swept)
+        ]
+        out.append((label, match[0] if len(match) == 1 else None))
+    return out
+
+
+def data_needs(groups: list[TrainGroup]) -> tuple[pd.DataFrame, list[str]]:
+    """data_needs.csv rows of every training range and evaluation with ``data.limit`` swept,
+    and one note per started-from variant that could not be paired (and why)."""
+    frames, notes = [], []
+    for group in groups:
+        for name in group.evals:
+            by_variant = sides(group.runs, name)
+            # an evaluation only started-from runs have (the synthetic test sets: forgetting)
+            # has no scratch side by design: not a note
+            any_scratch = any(s.runs[0].swept.get(SOURCE) == SCRATCH for s in by_variant.values())
+            for a, b in _pairs(by_variant):
+                if b is None and any_scratch:
+                    notes.append(f"train {group.train}, eval {name}: {a}: no scratch variant "
+                                 "(init_from=null, same other keys) to pair it with")  # fmt: skip
+                if b is None:
+                    continue
+                try:
+                    rows = compare(group.train, name, group.seen, by_variant[a], by_variant[b])
+                except CompareRefused as err:
+                    notes.append(f"train {group.train}, eval {name}: {a} - {b}: {err}")
+                    continue
+                rows.insert(0, "limit", int(float(by_variant[a].runs[0].swept[LIMIT])))
+                frames.append(rows)
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS), notes
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.sort_values(["train", "eval", "limit"], kind="stable", ignore_index=True), notes
+
+
+def _without_limit(label: str) -> str:
+    """A variant's label with its ``data.limit=N`` taken out (the table's rows give N)."""
+    reader, sep, rest = label.partition(" · ")
+    keys = [k for k in rest.split(", ") if not k.startswith(f"{LIMIT}=")] if sep else []
+    return f"{reader} · {', '.join(keys)}" if keys else reader
+
+
+def data_needs_tables(frame: pd.DataFrame, seen_top: dict[str, int]) -> list[SummaryTable]:
+    """One table per training range and evaluation: per N and started-from variant, its and
+    scratch's exact accuracy on the seen lengths and at the longest seen length
+    (``seen_top``: training range -> that length), with the paired difference."""
+    pct = METRIC["exact_acc"]
+    tables = []
+    for (train, name), part in frame.groupby(["train", "eval"], sort=False):
+        top = seen_top.get(str(train))
+        columns = [
+            "N", "started from (A)", "scratch exact seen %", "A exact seen %",
+            "A - scratch seen (pp) [95%]", f"scratch exact at {top} %", f"A exact at {top} %",
+            f"A - scratch at {top} (pp) [95%]", "seed pairs",
+        ]  # fmt: skip
+        table = SummaryTable(str(train), [str(name)], columns)
+        table.notes.append(f"eval {name}: started-from variants against scratch at each N")
+        for (limit, a), cells in part.groupby(["limit", "a"], sort=True):
+            seen = cells[(cells["length"].astype(str) == TOTAL) & (cells["split"] == "seen")]
+            at = cells[cells["length"].astype(str) == str(top)]
+            if seen.empty:
+                continue
+            s = seen.iloc[0]
+            row = [str(limit), _without_limit(str(a)), *_cells(s, pct)]
+            row += ["–", "–", "–"] if at.empty else _cells(at.iloc[0], pct)
+            table.rows.append(Row([*row, str(s["n_pairs"])], "seen", False))
+        tables.append(table)
+    return tables
+
+
+def _cells(r: pd.Series, pct) -> list[str]:
+    """Scratch's and A's exact accuracy, then A - scratch with its interval."""
+    diff = points_text(r["exact_diff"], r["exact_diff_lo"], r["exact_diff_hi"], pct)
+    return [pct.fmt(r["exact_b"]), pct.fmt(r["exact_a"]), diff]
