@@ -255,6 +255,7 @@ def eval_(
     folder: Path = typer.Option(None, help="Evaluate on user strips (images + labels.csv)."),
     beam: int = typer.Option(None, help="Beam width (default 1: greedy)."),
     n: int = typer.Option(None, help="Strips per length (synthetic sets)."),
+    onnx: Path = typer.Option(None, "--onnx", help="Read through this run's ONNX export."),
 ) -> None:
     """Per-length accuracy and CER (seen vs unseen) and attention maps of a trained run.
 
@@ -270,7 +271,27 @@ def eval_(
         extra.append(f"eval.beam={beam}")
     if n is not None:
         extra.append(f"eval.n={n}")
+    if onnx is not None:
+        extra.append(f"onnx={hydra_value(onnx)}")
     run_task(task, [*extra, *ctx.args], "attnlab eval")
+
+
+@app.command("export")
+def export(
+    run: str = typer.Argument(..., help="A run directory or a checkpoint file."),
+    out: Path = typer.Argument(..., help="The folder to write the export into."),
+    fmt: str = typer.Option("onnx", "--format", help="onnx (the only format)."),
+    which: str = typer.Option("best", "--which", help="best or last, when RUN is a directory."),
+    atol: float = typer.Option(1e-4, "--atol", help="Largest logit difference the check allows."),
+) -> None:
+    """The reader as ONNX graphs plus a JSON sidecar, written only if torch and the NumPy
+    reference loop read the same fixed strips alike (figures: OUT/parity.json)."""
+    from attnlab.export.exporter import export_run
+
+    try:
+        export_run(run, out, fmt, which, atol, typer.echo)
+    except UserError as err:
+        fail(str(err))
 
 
 @app.command(context_settings=FORWARD)
@@ -291,7 +312,8 @@ def probe(
 @app.command()
 def read(
     images: list[Path] = typer.Argument(..., help="Strip images (dark ink on light paper)."),
-    run: str = typer.Option(..., "--run", help="A run directory or a checkpoint file."),
+    run: str = typer.Option(None, "--run", help="A run directory or a checkpoint file."),
+    onnx: Path = typer.Option(None, "--onnx", help="An export (attnlab export) instead of --run."),
     attention: Path = typer.Option(None, "--attention", help="Write attention maps here."),
     beam: int = typer.Option(1, help="Beam width (1 = greedy)."),
     checkpoint: str = typer.Option("best", help="best or last, when --run is a directory."),
@@ -300,11 +322,11 @@ def read(
         True, help="Place each image's ink as the generator does (margins, height) first."
     ),
 ) -> None:
-    """Read strip images with a trained reader: prints file, reading, confidence."""
+    """Read strip images with a trained reader (or an export): file, reading, confidence."""
     from attnlab.tasks.read import read_files
 
     try:
-        bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo, crop)
+        bad = read_files(images, run, attention, beam, checkpoint, device, typer.echo, crop, onnx)
     except UserError as err:
         fail(str(err))
     if bad:

@@ -6,6 +6,8 @@ file. Each test uses the reader's ``preset=tiny`` config, composed as the CLI co
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from readers_util import strips, tiny_config, tiny_reader
@@ -127,3 +129,28 @@ def test_oracle_length_decoding_reads_exactly_the_true_number_of_digits(name, be
         out = m.read(s.images, s.widths, beam=beam, lengths=lengths)
     assert [len(t) for t in out.texts] == lengths.tolist()
     assert all(t.isdigit() for t in out.texts)
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_every_reader_exports_to_onnx_and_passes_parity_or_is_refused_in_one_line(name, tmp_path):
+    """``attnlab export`` of a tiny untrained reader: its graphs pass the parity check (torch
+    and the ONNX reference loop read the same strips alike), or the reader is refused with
+    one line saying why, and nothing is written."""
+    pytest.importorskip("onnxruntime")
+    from attnlab.errors import UserError
+    from attnlab.export.exporter import export_run
+    from attnlab.export.graphs import REFUSED
+
+    cfg = tiny_config(name)
+    m = tiny_reader(name, seed=5)
+    path = checkpoint.Checkpoint(m.name, m.state_dict(), plain_config(cfg)).save(tmp_path / "c.pt")
+    out = tmp_path / "export"
+    if name in REFUSED:
+        with pytest.raises(UserError, match=f"^the {name} reader cannot be exported to ONNX: "):
+            export_run(path, out, say=lambda _: None)
+        assert not out.exists()
+        return
+    export_run(path, out, say=lambda _: None, per_length=2)  # untrained: readings run long
+    figures = json.loads((out / "parity.json").read_text())
+    assert figures["passed"] and figures["readings_differ"] == 0
+    assert figures["max_logit_diff"] <= 1e-4 and figures["readings_compared"] >= 4 * 32

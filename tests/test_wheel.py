@@ -65,7 +65,7 @@ def test_wheel_ships_configs(tmp_path, cli_env, attnlab_cli):
     for shipped in (  # readers are found by listing their package; the page needs templates
         "attnlab/models/readers/attention.py", "attnlab/models/readers/fixed.py",
         "attnlab/conf/model/attention.yaml", "attnlab/conf/preset_model/tiny_fixed.yaml",
-        "attnlab/report/templates/index.html.j2",
+        "attnlab/report/templates/index.html.j2", "attnlab/export/runtime.py",
         "attnlab/report/templates/explorer.js", "attnlab/report/templates/explorer.css",
         # hydra/launcher=slurm and =parallel, in the hydra_plugins namespace package (Hydra
         # finds them there)

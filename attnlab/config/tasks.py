@@ -33,6 +33,9 @@ class EvalTaskConfig(RunTaskConfig):
     """The config of ``attnlab eval``: a run (or checkpoint) plus evaluation options."""
 
     eval: EvalConfig = field(default_factory=EvalConfig)
+    # An export of this run's checkpoint (attnlab export): read through the ONNX reference
+    # loop instead of torch, into eval/<name>-onnx.
+    onnx: str | None = None
 
 
 @dataclass

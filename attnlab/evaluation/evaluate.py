@@ -63,6 +63,7 @@ class EvalPlan:
     name: str  # the folder's name under eval/
     digest: str | None = None  # a user folder's data (folder_digest)
     bf16: bool = False  # the autocast the run trained under
+    onnx: str | None = None  # an export read through the reference loop instead of torch
 
 
 def eval_lengths(seen: list[int]) -> list[int]:
@@ -84,23 +85,33 @@ def evaluate_run(
     device: str = "auto",
     say=print,
     synthetic: bool = False,
+    onnx: str | None = None,
 ) -> Path:
     """Evaluate a run (or checkpoint): tables, maps and eval.json under ``eval/<name>``.
 
     The run directory is locked meanwhile; eval.json is written last, so an evaluation
     without it is partial, and it records the checkpoint step that was read. ``synthetic``:
     read the fixed synthetic test sets even when the run trained on labelled strips (what a
-    fine-tuned reader still reads of what it started from: forgetting).
+    fine-tuned reader still reads of what it started from: forgetting). ``onnx``: an export
+    of this checkpoint reads the sets instead (the reference loop), into eval/<name>-onnx.
     """
     EvalConfig.check(cfg)
     RunTaskConfig.check_run(which, device)
+    if onnx and cfg.oracle_length:
+        raise UserError("eval.oracle_length: the ONNX reference loop has no oracle lengths")
     with checkpoint.held(run, which, "eval") as ckpt_path:
-        return _evaluate(ckpt_path, cfg, device, say, synthetic)
+        return _evaluate(ckpt_path, cfg, device, say, synthetic, onnx)
 
 
-def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say, synthetic=False) -> Path:
+def _evaluate(
+    ckpt_path: Path, cfg: EvalConfig, device: str, say, synthetic=False, onnx=None
+) -> Path:
     got = checkpoint.restore(ckpt_path, device)
     ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
+    if onnx:
+        from attnlab.export.adapter import onnx_reader
+
+        reader = onnx_reader(onnx, ckpt_path)
     seen = seen_lengths(exp.data)
     decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
 
@@ -134,10 +145,12 @@ def _evaluate(ckpt_path: Path, cfg: EvalConfig, device: str, say, synthetic=Fals
             n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
             for n in lengths
         }
+    if onnx and not cfg.name:
+        name = f"{name}-onnx"
     target = checkpoint.output_root(ckpt_path, EVAL) / name
     refuse_other_data(EvalDir(target), cfg.folder, digest)
     bf16 = bf16_autocast(exp.train.bf16, dev)  # the autocast the run trained under
-    plan = EvalPlan(reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, digest, bf16)
+    plan = EvalPlan(reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, digest, bf16, onnx)
     final = atomic_dir(target, lambda work: _write_evaluation(EvalDir(work), plan, say))
     say(f"evaluation written to {final}")
     return final
@@ -198,6 +211,8 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     )
 
     title = f"{reader.name} reader, {source} strips, {decoding} ({ckpt_path})"
+    if plan.onnx:
+        title += f", ONNX export {plan.onnx}"
     write_text(out.table_md, metrics.table_markdown(table, title) + "\n")
     write_text(out.table_csv, csv_text(table))
     write_text(out.readings, csv_text(readings_table(records)))
@@ -257,6 +272,7 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
                 "ece_bins": cfg.ece_bins,
                 **({"crop": bool(cfg.crop)} if source == "folder" else {}),
                 **({"data_digest": digest} if digest else {}),
+                **({"onnx": str(plan.onnx)} if plan.onnx else {}),
                 # what the report checks before it pairs two evaluations strip by strip
                 STRIP_PRINTS: {str(n): strips_digest(strips) for n, (strips, _) in sets.items()},
             },

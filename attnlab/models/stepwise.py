@@ -107,6 +107,12 @@ class StepwiseReader(Reader):
         mask = cols[None, :] < lengths[:, None]  # (B, T)
         return Memory(states, mask, summary)
 
+    def decoding_memory(self, memory: Memory) -> Memory:
+        """The memory free decoding reads (``read``; the ONNX export's encoder graph gives
+        it): by default the one teacher forcing reads. A reader whose decoding differs (a
+        stopping rule) marks it here."""
+        return memory
+
     def init_state(self, memory: Memory) -> torch.Tensor:
         return torch.tanh(self.init(memory.summary)).float()  # (B, D)
 
@@ -169,7 +175,7 @@ class StepwiseReader(Reader):
 
     @torch.no_grad()
     def read(self, images, widths, beam=1, lengths=None):
-        memory = self.encode(images, widths)
+        memory = self.decoding_memory(self.encode(images, widths))
         if beam <= 1:
             return greedy(self, memory, lengths)
         return beam_search(self, memory, beam, lengths=lengths)

@@ -15,4 +15,4 @@ from attnlab.threads import adapt_once
 def main(cfg: DictConfig) -> None:
     """``attnlab eval RUN``: evaluate a run directory or checkpoint."""
     adapt_once()  # no more threads than the CPUs other processes leave free
-    evaluate_run(cfg.run, cfg.eval, cfg.checkpoint, cfg.device)
+    evaluate_run(cfg.run, cfg.eval, cfg.checkpoint, cfg.device, onnx=cfg.onnx)

@@ -58,18 +58,23 @@ def read_loaded(
 
 def read_files(
     images: list[Path],
-    run: str,
+    run: str | None,
     attention_dir: Path | None,
     beam: int,
     which: str,
     device: str,
     say: Callable[[str], None],
     crop: bool = True,
+    onnx: Path | None = None,
 ) -> int:
     """Read every image that can be read; returns how many could not (each named on stderr).
     ``crop``: each image's ink is placed as the generator places it (``crop_to_ink``).
     A name with a newline or another control character is printed quoted, so that every
-    image stays one line of the output."""
+    image stays one line of the output. ``onnx``: an export instead of ``run``."""
+    if (run is None) == (onnx is None):
+        raise UserError("read: give one of --run RUN and --onnx EXPORT")
+    if onnx is not None:
+        return read_files_onnx(images, onnx, attention_dir, beam, say, crop)
     check_beam(beam, "--beam")
     RunTaskConfig.check_run(which, device)
     got = checkpoint.restore(checkpoint.resolve(run, which), device)
@@ -85,20 +90,62 @@ def read_files(
     if not loaded:
         return bad
     strips, out = read_loaded(reader, dev, loaded, beam)
+    images_of = [strips.images[i, :, : int(strips.widths[i])].numpy() for i in range(len(names))]
+    _say_readings(names, images_of, out, reader.name, reader.encoder.stride, attention_dir, say)
+    return bad
+
+
+def _say_readings(names, images, out, reader: str, stride: int, attention_dir, say) -> None:
+    """The table ``attnlab read`` prints, and the attention maps when asked for."""
     width = max(len(shown(p)) for p in names)
     say(f"{'file':<{width}}  {'reading':<12}  confidence")
     for i, path in enumerate(names):
         say(f"{shown(path):<{width}}  {out.texts[i] or '(empty)':<12}  {out.confidence[i]:.3f}")
-    if attention_dir is not None:
-        if out.weights is None:
-            say(f"{reader.name} reader: it has no attention weights, so no maps are drawn")
-        else:
-            for i, (path, file) in enumerate(zip(names, map_names(names), strict=True)):
-                target = Path(attention_dir) / file
-                maps.draw_attention_map(
-                    target, strips.images[i, :, : int(strips.widths[i])].numpy(), out.weights[i],
-                    reader.encoder.stride, None, out.texts[i], float(out.confidence[i]),
-                    None, float("nan"),
-                )  # fmt: skip
-                say(f"attention map of {shown(path)}: {target}")
+    if attention_dir is None:
+        return
+    if out.weights is None:
+        say(f"{reader} reader: it has no attention weights, so no maps are drawn")
+        return
+    for i, (path, file) in enumerate(zip(names, map_names(names), strict=True)):
+        target = Path(attention_dir) / file
+        maps.draw_attention_map(
+            target, images[i], out.weights[i], stride, None, out.texts[i],
+            float(out.confidence[i]), None, float("nan"),
+        )  # fmt: skip
+        say(f"attention map of {shown(path)}: {target}")
+
+
+def read_files_onnx(
+    images: list[Path],
+    folder: Path,
+    attention_dir: Path | None,
+    beam: int,
+    say: Callable[[str], None],
+    crop: bool = True,
+) -> int:
+    """``attnlab read --onnx``: as ``read_files``, through an export's reference loop (its
+    NumPy preprocessing, attnlab.export.pixels, gives the folder loader's pixels)."""
+    from attnlab.export import pixels
+    from attnlab.export.runtime import Export
+
+    check_beam(beam, "--beam")
+    model = Export(folder)
+    loaded, names, bad = [], [], 0
+    for path in images:
+        try:
+            loaded.append(pixels.load_image(path, model.height, crop))
+            names.append(Path(path))
+        except UserError as err:
+            print(f"attnlab: error: {printable(str(err))}", file=sys.stderr)
+            bad += 1
+    if not loaded:
+        return bad
+    out = model.read_strips(loaded, beam)
+    if out.weights is not None:  # each strip's own steps and columns, as read_strips keeps
+        out.weights = [
+            out.weights[i, : len(t) + 1, : out.columns[i]] for i, t in enumerate(out.texts)
+        ]
+    _say_readings(
+        names, loaded, out, model.meta["reader"], model.meta["stride"], attention_dir, say
+    )
     return bad

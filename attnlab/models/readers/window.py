@@ -13,8 +13,9 @@ normalised to sum to 1 (padding exactly 0). The window's centres ride in the dec
 Stopping (``stop``): ``eos`` when the reader emits EOS; ``end`` when the window has passed
 the last real column (Graves's rule: the density at the virtual column after the strip
 exceeds that at every real column); ``first``, whichever comes first. The rule applies to
-decoding only (``read``), as a bias on the step's logits, so greedy decoding, beam search
-and oracle lengths need no hook; teacher forcing (the loss, ``digit_probs``) never sees it.
+decoding only (``read``, through ``decoding_memory``), as a bias on the step's logits, so
+greedy decoding, beam search and oracle lengths need no hook; teacher forcing (the loss,
+``digit_probs``) never sees it.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from attnlab.models import tokens
 from attnlab.models.registry import register
 from attnlab.models.scoring import masked_softmax
 from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader, gru_step
-from attnlab.models.stepwise import beam_search as _beam_search
-from attnlab.models.stepwise import greedy as _greedy
 
 FORCE = 1e4  # logit bias that takes a token away (finite: oracle lengths may still need it)
 
@@ -144,10 +143,6 @@ class WindowReader(StepwiseReader):
             bias = bias.masked_fill(~passed[:, None] & is_eos, -FORCE)
         return bias
 
-    @torch.no_grad()
-    def read(self, images, widths, beam=1, lengths=None):
-        memory = self.encode(images, widths)
-        memory = replace(memory, decoding=memory.mask[:, 0])  # (B,) any tensor marks it
-        if beam <= 1:
-            return _greedy(self, memory, lengths)
-        return _beam_search(self, memory, beam, lengths=lengths)
+    def decoding_memory(self, memory: WindowMemory) -> WindowMemory:
+        """Free decoding applies the stop rule (``step``)."""
+        return replace(memory, decoding=memory.mask[:, 0])  # (B,) any tensor marks it

@@ -1,0 +1,60 @@
+"""An export as attnlab's evaluation sees a reader, so that ``attnlab eval RUN --onnx OUT``
+reads the run's evaluation sets through the reference loop and writes the same files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from attnlab.errors import UserError
+from attnlab.export.runtime import Export
+from attnlab.export.sidecar import sha256
+from attnlab.models.base import Decoded
+
+
+class OnnxReader:
+    """``read`` runs the export; no teacher forcing (``digit_probs``) and no per-head maps."""
+
+    def __init__(self, export: Export):
+        self.export = export
+        self.name = export.meta["reader"]
+        self.charset = export.charset
+        self.encoder = SimpleNamespace(stride=export.meta["stride"])
+
+    def eval(self) -> OnnxReader:
+        return self
+
+    def read(self, images, widths, beam: int = 1, lengths=None) -> Decoded:
+        if lengths is not None:
+            raise UserError("eval.oracle_length: the ONNX reference loop has no oracle lengths")
+        r = self.export.read_batch(images.cpu().numpy(), widths.cpu().numpy(), beam)
+        weights = None if r.weights is None else torch.from_numpy(r.weights.astype(np.float32))
+        return Decoded(
+            r.texts,
+            torch.from_numpy(np.asarray(r.confidence, dtype=np.float32)),
+            weights,
+            torch.from_numpy(r.columns),
+            torch.from_numpy(np.asarray(r.score, dtype=np.float32)),
+        )
+
+    def digit_probs(self, images, widths, texts):
+        raise NotImplementedError
+
+    def head_weights(self, images, widths, texts):
+        return None
+
+
+def onnx_reader(folder: Path | str, ckpt_path: Path) -> OnnxReader:
+    """The export in ``folder`` as a reader, refused unless it was made from ``ckpt_path``
+    (the same bytes): an export of another run or checkpoint is not this run's evaluation."""
+    export = Export(folder, threads=torch.get_num_threads())
+    source = export.meta["source"]
+    if source["checkpoint_sha256"] != sha256(Path(ckpt_path).read_bytes()):
+        raise UserError(
+            f"--onnx {folder}: exported from {source['checkpoint']} (step {source['step']}), "
+            f"not from {ckpt_path}; export this run again (attnlab export)"
+        )
+    return OnnxReader(export)
