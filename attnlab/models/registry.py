@@ -34,7 +34,7 @@ class ReaderSpec:
     name: str
     reader: type[Reader]
     config: type[ModelConfig]
-    description: str  # one line, shown by the report and `attnlab train --help`
+    description: str  # one line, shown by the report and `attnlab readers`
 
 
 _READERS: dict[str, ReaderSpec] = {}

@@ -154,7 +154,7 @@ class Trainer:
         self.best = Best()
         self.history: list[dict[str, Any]] = []
         self.last_val: dict[str, Any] = {}
-        self.train_seconds = 0.0  # time spent in training steps, over every restart
+        self.train_seconds = 0.0  # training time (steps, validations, saves), over every restart
         self.trained_steps = 0  # steps whose time train_seconds counts
         self.timer = StepTimer()
         self.autocast = bf16_autocast(t.bf16, self.device)
