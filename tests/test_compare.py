@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from test_report import write_run
+from run_helpers import add_readings, write_run
 
 from attnlab.report import ReportError, build_report, discover_runs
 from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
@@ -18,28 +18,6 @@ from attnlab.report.variants import assign_variants
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 
 # --------------------------------------------------------------------------- hand-made readings
-
-
-def add_readings(run: Path, correct: dict[int, list[int]], prints: dict[int, str] | None = None):
-    """Give a hand-made run's evaluation a readings.csv (strip i of length n: right or not,
-    one substitution when wrong) and strip fingerprints in eval.json."""
-    ev = RunDir(run).eval_dir("synthetic-greedy")
-    rows = []
-    for n, marks in correct.items():
-        for i, ok in enumerate(marks):
-            truth = "7" * n
-            reading = truth if ok else "1" + truth[1:]
-            rows.append(
-                {"source": f"test-len{n:02d}#{i}", "length": n, "truth": truth,
-                 "reading": reading, "confidence": 0.9, "correct": bool(ok),
-                 "sub": 0 if ok else 1, "ins": 0, "del": 0, "mode": "", "oracle_reading": ""}
-            )  # fmt: skip
-    pd.DataFrame(rows).to_csv(ev.readings, index=False)
-    meta = json.loads(ev.meta_file.read_text())
-    meta.setdefault("extra", {})[STRIP_PRINTS] = {
-        str(n): (prints or {}).get(n, f"set-{n}") for n in correct
-    }
-    ev.meta_file.write_text(json.dumps(meta))
 
 
 def side(label: str, runs: list[Path]) -> Side:

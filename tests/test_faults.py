@@ -9,47 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from run_helpers import TINY, one_line_error, run_limited, start_training, wait_for
 
 from attnlab.config import EvalConfig, check_experiment
 from attnlab.errors import UserError
 from attnlab.models import registry
 from attnlab.tasks.compose import compose
-
-TINY = ["preset=tiny", "train.progress=plain"]
-
-
-def one_line_error(res: subprocess.CompletedProcess[str], *mentions: str) -> None:
-    assert res.returncode == 2, (res.stdout[-2000:], res.stderr[-2000:])
-    assert res.stderr.startswith("attnlab: error:") and res.stderr.count("\n") == 1, res.stderr
-    assert "Traceback" not in res.stderr
-    for word in mentions:
-        assert word in res.stderr, (word, res.stderr)
-
-
-def start_training(run: Path, *args: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "attnlab.cli", "train", *TINY, *args, f"hydra.run.dir={run}"]
-    return subprocess.Popen(
-        cmd, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-
-
-def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.time() + seconds
-    while not path.exists():
-        assert proc.poll() is None, f"training ended before {path} appeared: {proc.stderr.read()}"
-        assert time.time() < deadline, f"{path} did not appear"
-        time.sleep(0.01)
-
 
 # --- [2] one process per run directory --------------------------------------------------------
 
@@ -292,23 +264,6 @@ def test_paths_with_commas_quotes_and_non_ascii_characters(
 
 
 # --- [11] full disk, files in the way ----------------------------------------------------------
-
-
-def _small_disk(limit: int):
-    """A process whose files cannot grow past ``limit`` bytes: writes fail as on a full disk."""
-
-    def limit_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-    return limit_files
-
-
-def run_limited(args: list[object], cwd: Path, limit: int, env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "attnlab.cli", *map(str, args)], cwd=cwd, env=env,
-        capture_output=True, text=True, timeout=300, preexec_fn=_small_disk(limit),
-    )  # fmt: skip
 
 
 def test_a_full_disk_is_one_line_naming_the_file_and_loses_nothing(

@@ -15,8 +15,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_faults import TINY, one_line_error, run_limited, start_training, wait_for
-from test_faults_round3 import checksums, unchanged
+from run_helpers import (
+    TINY,
+    checksums,
+    one_line_error,
+    run_limited,
+    start_training,
+    unchanged,
+    wait_for,
+)
 
 
 def appended_only(root: Path, before: dict[str, str], log_before: str) -> None:

@@ -9,36 +9,12 @@ test compares checksums of the whole run directory before and after (``checksums
 from __future__ import annotations
 
 import csv
-import hashlib
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_faults import one_line_error
-
-
-def checksums(root: Path) -> dict[str, str]:
-    """sha256 of every file under ``root`` by relative path (the lock file left out: it only
-    says which process last held the run)."""
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".lock"
-    }
-
-
-def lost(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """Files of ``before`` that are gone or changed in ``after`` (new files are allowed)."""
-    return sorted(k for k, v in before.items() if after.get(k) != v)
-
-
-def unchanged(root: Path, before: dict[str, str]) -> None:
-    after = checksums(root)
-    assert lost(before, after) == [] and sorted(after) == sorted(before), (
-        lost(before, after),
-        sorted(set(after) - set(before)),
-    )
+from run_helpers import checksums, lost, one_line_error, unchanged
 
 
 def export(attnlab_cli, folder: Path, n: int, cwd: Path, *extra: str) -> None:

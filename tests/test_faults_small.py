@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from test_faults import TINY
+from run_helpers import TINY
 
 from attnlab.config import EvalConfig
 from attnlab.data.folder import read_labels

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from run_helpers import EVAL_HEADER, write_run
 
 from attnlab import report
 from attnlab.evaluation.metrics import METRICS
@@ -24,130 +24,9 @@ from attnlab.report import (
     figures,
     reader_styles,
 )
-from attnlab.runs.rundir import EvalMeta, RunDir, RunStatus, TrainMetrics
+from attnlab.runs.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
-EVAL_HEADER = (
-    "length,split,n,exact_acc,exact_lo,exact_hi,cer,cer_lo,cer_hi,sub,ins,del,ref_chars,"
-    "len_err,mean_conf,align,entropy"
-)
-
-
-def _png(path: Path, seed: int = 0) -> None:
-    """A tiny real PNG (a random 'attention map')."""
-    import matplotlib.image
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    matplotlib.image.imsave(path, rng.random((8, 24)), cmap="viridis")
-
-
-def write_run(
-    run_dir: Path,
-    *,
-    seed: int,
-    reader: str = "attention",
-    train: tuple[int, int] = (1, 8),
-    train_set: list[int] | None = None,
-    state: str | None = "complete",
-    error: str | None = None,
-    metrics: bool = True,
-    best_step: int = 1500,
-    acc: dict[int, float] | None = None,
-    cer: dict[int, float] | None = None,
-    eval_name: str | None = "synthetic-greedy",
-    eval_step: int | None = None,
-    eval_json: bool = True,
-    lengths: range = range(1, 17),
-    maps: dict[int, tuple[int, int]] | None = None,
-    history: bool = True,
-) -> Path:
-    """Write a run directory in the on-disk formats of train.py and evaluate.py.
-
-    `acc`/`cer` map length -> value (default: 1.0 / 0.0); `maps` maps length -> (n correct,
-    n failure) attention-map PNGs. Pass eval_name=None for a run without evaluation. The
-    evaluation reads the best checkpoint (step `best_step`) unless `eval_step` says otherwise;
-    eval_json=False leaves it partial (eval.json is written last).
-    """
-    run = RunDir(run_dir)
-    hydra = run.config.parent
-    hydra.mkdir(parents=True)
-    config = {
-        "seed": seed,
-        "model": {"name": reader, "hidden": 64},
-        "data": {"train_lengths": list(train), "train_length_set": train_set, "height": 32},
-        "train": {"steps": 1500, "lr": 0.001},
-    }
-    run.config.write_text(yaml.safe_dump(config, sort_keys=False))
-    (hydra / "hydra.yaml").write_text("hydra:\n  run:\n    dir: .\n")
-    run.overrides.write_text(yaml.safe_dump([f"seed={seed}", f"model={reader}"]))
-    if state is not None:
-        run.write_status(RunStatus(state), 1500 if state == "complete" else 700, error)
-    acc = acc or {}
-    cer = cer or {}
-    seen = sorted(set(train_set) if train_set is not None else range(train[0], train[1] + 1))
-    if metrics:
-        by_length = {str(n): {"exact_acc": acc.get(n, 1.0), "cer": cer.get(n, 0.0)} for n in seen}
-        run.write_metrics(
-            TrainMetrics(
-                reader=reader,
-                step=1500,
-                params=123456,
-                elapsed_s=88.1,
-                strips_per_s=512.0,
-                seen_lengths=seen,
-                val={"exact_acc": 0.99, "cer": 0.001, "by_length": by_length},
-                best={"step": best_step, "exact_acc": 0.99},
-            )
-        )
-    if history:
-        rows = ["step,loss,lr,val_exact_acc,val_cer", "0,,0.001,0.0,0.9"]
-        for step in range(100, 1501, 100):
-            loss = 2.3 * math.exp(-step / (400 + 50 * seed))
-            val = f"{min(1.0, step / 1200):.3f},{max(0.0, 0.9 - step / 1300):.3f}"
-            rows.append(f"{step},{loss:.4f},0.001," + (val if step % 500 == 0 else ","))
-        run.history.write_text("\n".join(rows) + "\n")
-    if eval_name is not None:
-        ev = run.eval_dir(eval_name)
-        ev.path.mkdir(parents=True)
-        lines = [EVAL_HEADER]
-        totals: dict[str, list[tuple[float, float]]] = {"seen": [], "unseen": []}
-        for n in lengths:
-            split = "seen" if n in seen else "unseen"
-            a, c = acc.get(n, 1.0), cer.get(n, 0.0)
-            totals[split].append((a, c))
-            align = "" if reader == "fixed" else "0.9"
-            lines.append(
-                f"{n},{split},100,{a},{a},{a},{c},{c},{c},0,0,0,{100 * n},0.0,0.95,{align},{align}"
-            )
-        for split, vals in totals.items():
-            if vals:
-                a = sum(v[0] for v in vals) / len(vals)
-                c = sum(v[1] for v in vals) / len(vals)
-                lines.append(f"all,{split},{100 * len(vals)},{a},{a},{a},{c},{c},{c},0,0,0,1,0,1,,")
-        ev.table_csv.write_text("\n".join(lines) + "\n")
-        ev.table_md.write_text("| length |\n|---|\n")
-        if maps and reader == "attention":
-            for n, (n_ok, n_bad) in maps.items():
-                for i in range(n_ok):
-                    _png(ev.map_path(n, "correct", i), seed=n * 10 + i)
-                for i in range(n_bad):
-                    _png(ev.map_path(n, "failure", i), seed=n * 10 + i + 5)
-            _png(ev.attention_summary, seed=99)
-        if eval_json:
-            meta = EvalMeta(
-                name=eval_name,
-                source="synthetic",
-                decoding="greedy",
-                reader=reader,
-                seen_lengths=seen,
-                lengths=list(lengths),
-                checkpoint=str(run.checkpoint("best")),
-                step=best_step if eval_step is None else eval_step,
-                n_per_length=100,
-            )
-            ev.write_meta(meta)
-    return run_dir
 
 
 def write_sweep(sweep: Path, jobs: list[dict]) -> Path:

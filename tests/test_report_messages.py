@@ -10,8 +10,7 @@ import shutil
 
 import pandas as pd
 import yaml
-from test_compare import add_readings
-from test_report import write_run
+from run_helpers import add_readings, write_run
 
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 

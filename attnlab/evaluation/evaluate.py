@@ -13,6 +13,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -189,14 +190,29 @@ def refuse_other_data(target: EvalDir, folder: str | None, digest: str | None) -
 
 def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     """Read every set, then write tables, readings, figures, maps and eval.json (last)."""
-    reader, dev, cfg, sets, seen = plan.reader, plan.device, plan.cfg, plan.sets, plan.seen
-    source, name, digest, bf16 = plan.source, plan.name, plan.digest, plan.bf16
-    ckpt, ckpt_path = plan.ckpt, plan.ckpt_path
-    stride = reader.encoder.stride
-    decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
+    cfg, stride = plan.cfg, plan.reader.encoder.stride
+    records, readings_by_length = _read_sets(plan)
+    table = metrics.per_length_table(
+        records, plan.seen, n_boot=cfg.n_boot, seed=0, ece_bins=cfg.ece_bins
+    )
+    _write_tables(out, plan, records, table, say)
+    if cfg.explore_n > 0:  # the report explorer's strips (explore.json)
+        kept = explore.sample(plan.reader, plan.device, plan.sets, readings_by_length,
+                              cfg.explore_n, stride, plan.source == "synthetic")  # fmt: skip
+        explore.write(out.explore, kept)
+    _draw_figures(out, plan, records, table, readings_by_length, say)
+    out.write_meta(_meta(plan))
 
+
+def _decoding(cfg: EvalConfig) -> str:
+    return "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
+
+
+def _read_sets(plan: EvalPlan) -> tuple[pd.DataFrame, dict[int, tuple[StripBatch, Any]]]:
+    """Every set read: one record per strip, and each length's strips with their readings."""
+    reader, dev, cfg, bf16 = plan.reader, plan.device, plan.cfg, plan.bf16
     frames, readings_by_length = [], {}
-    for n, (strips, sources) in sets.items():
+    for n, (strips, sources) in plan.sets.items():
         r = read_strips(reader, strips, dev, cfg.batch_size, cfg.beam, bf16=bf16)
         oracle = None
         if cfg.oracle_length:
@@ -204,13 +220,15 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
                 reader, strips, dev, cfg.batch_size, cfg.beam, oracle=True, bf16=bf16
             )
         readings_by_length[n] = (strips, r)
-        frames.append(records_for(strips, r, stride, sources, source == "synthetic", oracle=oracle))
-    records = pd.concat(frames, ignore_index=True)
-    table = metrics.per_length_table(
-        records, seen, n_boot=cfg.n_boot, seed=0, ece_bins=cfg.ece_bins
-    )
+        frames.append(records_for(strips, r, reader.encoder.stride, sources,
+                                  plan.source == "synthetic", oracle=oracle))  # fmt: skip
+    return pd.concat(frames, ignore_index=True), readings_by_length
 
-    title = f"{reader.name} reader, {source} strips, {decoding} ({ckpt_path})"
+
+def _write_tables(out: EvalDir, plan: EvalPlan, records, table, say) -> None:
+    """The per-length table (Markdown and CSV), the readings, the confidence thresholds."""
+    cfg = plan.cfg
+    title = f"{plan.reader.name} reader, {plan.source} strips, {_decoding(cfg)} ({plan.ckpt_path})"
     if plan.onnx:
         title += f", ONNX export {plan.onnx}"
     write_text(out.table_md, metrics.table_markdown(table, title) + "\n")
@@ -226,57 +244,58 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     for line in confident_failures(records, cfg.failures_shown):
         say(f"  {line}")
 
-    if cfg.explore_n > 0:  # the report explorer's strips (explore.json)
-        kept = explore.sample(
-            reader, dev, sets, readings_by_length, cfg.explore_n, stride, source == "synthetic"
-        )
-        explore.write(out.explore, kept)
 
+def _draw_figures(out: EvalDir, plan: EvalPlan, records, table, readings_by_length, say) -> None:
+    """Reliability and stops; where the reader has attention weights, the maps and paces."""
+    reader, cfg, seen, sets = plan.reader, plan.cfg, plan.seen, plan.sets
     seen_set = set(seen)
     draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)
     draw_stops(out.stops, records, seen_set)
-    has_weights = any(r.weights is not None for _, r in readings_by_length.values())
-    if has_weights:
-        map_lengths = (
-            default_map_lengths(seen, list(sets)) if cfg.map_lengths is None else cfg.map_lengths
-        )
-        for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
-            say(line)
-        drawn = draw_head_maps(out, reader, dev, readings_by_length, map_lengths, cfg.head_maps)
-        if drawn:
-            say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
-        maps.draw_attention_summary(out.attention_summary, table, seen)
-        paces = {
-            n: pace_tracks(r.texts, strips.labels, r.weights)
-            for n, (strips, r) in readings_by_length.items()
-            if n in _pace_lengths(seen, list(sets))
-        }
-        draw_pace(out.pace, paces, seen_set, reader.name)
-    else:
+    if not any(r.weights is not None for _, r in readings_by_length.values()):
         say(f"{reader.name} reader: it has no attention weights, so no attention maps are drawn")
+        return
+    map_lengths = (
+        default_map_lengths(seen, list(sets)) if cfg.map_lengths is None else cfg.map_lengths
+    )
+    stride = reader.encoder.stride
+    for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
+        say(line)
+    drawn = draw_head_maps(out, reader, plan.device, readings_by_length, map_lengths,
+                           cfg.head_maps)  # fmt: skip
+    if drawn:
+        say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
+    maps.draw_attention_summary(out.attention_summary, table, seen)
+    paces = {
+        n: pace_tracks(r.texts, strips.labels, r.weights)
+        for n, (strips, r) in readings_by_length.items()
+        if n in _pace_lengths(seen, list(sets))
+    }
+    draw_pace(out.pace, paces, seen_set, reader.name)
 
-    out.write_meta(
-        EvalMeta(
-            name=name,
-            source=source,
-            folder=str(cfg.folder) if cfg.folder else (ckpt.data_split or {}).get("path"),
-            decoding=decoding,
-            reader=reader.name,
-            seen_lengths=seen,
-            lengths=sorted(sets),
-            n_per_length=None if source == "folder" else cfg.n,
-            checkpoint=str(ckpt_path),
-            step=int(ckpt.step),
-            extra={
-                "oracle_length": bool(cfg.oracle_length),
-                "ece_bins": cfg.ece_bins,
-                **({"crop": bool(cfg.crop)} if source == "folder" else {}),
-                **({"data_digest": digest} if digest else {}),
-                **({"onnx": str(plan.onnx)} if plan.onnx else {}),
-                # what the report checks before it pairs two evaluations strip by strip
-                STRIP_PRINTS: {str(n): strips_digest(strips) for n, (strips, _) in sets.items()},
-            },
-        )
+
+def _meta(plan: EvalPlan) -> EvalMeta:
+    """eval.json: what was read, how, from which checkpoint, and the strips' fingerprints."""
+    cfg, ckpt, source = plan.cfg, plan.ckpt, plan.source
+    return EvalMeta(
+        name=plan.name,
+        source=source,
+        folder=str(cfg.folder) if cfg.folder else (ckpt.data_split or {}).get("path"),
+        decoding=_decoding(cfg),
+        reader=plan.reader.name,
+        seen_lengths=plan.seen,
+        lengths=sorted(plan.sets),
+        n_per_length=None if source == "folder" else cfg.n,
+        checkpoint=str(plan.ckpt_path),
+        step=int(ckpt.step),
+        extra={
+            "oracle_length": bool(cfg.oracle_length),
+            "ece_bins": cfg.ece_bins,
+            **({"crop": bool(cfg.crop)} if source == "folder" else {}),
+            **({"data_digest": plan.digest} if plan.digest else {}),
+            **({"onnx": str(plan.onnx)} if plan.onnx else {}),
+            # what the report checks before it pairs two evaluations strip by strip
+            STRIP_PRINTS: {str(n): strips_digest(s) for n, (s, _) in plan.sets.items()},
+        },
     )
 
 

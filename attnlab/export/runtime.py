@@ -26,9 +26,9 @@ import numpy as np
 
 from attnlab.errors import UserError
 from attnlab.export import pixels
-from attnlab.export.sidecar import TOKENS, graph_bytes, read_meta, require_extra
+from attnlab.export.sidecar import graph_bytes, read_meta, require_extra
+from attnlab.models.tokens import BOS, EOS, PAD, to_texts
 
-PAD, BOS, EOS, FIRST = TOKENS["pad"], TOKENS["bos"], TOKENS["eos"], TOKENS["first_char"]
 NEG = np.float32(-np.inf)
 
 
@@ -204,17 +204,7 @@ class Export:
         return _better(found, self._greedy(memory, state))
 
     def texts(self, ids: np.ndarray) -> list[str]:
-        top = FIRST + len(self.charset)
-        out = []
-        for row in ids.tolist():
-            chars = []
-            for t in row:
-                if t == EOS:
-                    break
-                if FIRST <= t < top:
-                    chars.append(self.charset[t - FIRST])
-            out.append("".join(chars))
-        return out
+        return to_texts(ids, self.charset)
 
     def _ctc(self, images, widths, trace) -> Results:
         out = self._run("ctc", {"images": images, "widths": widths})

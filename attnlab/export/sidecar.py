@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import UserError
+from attnlab.models.tokens import BOS, DIGIT0, EOS, PAD
 
 SIDECAR = "attnlab-onnx.json"
 PARITY = "parity.json"
 FORMAT, FORMAT_VERSION, OPSET = "attnlab-onnx", 1, 17
-TOKENS = {"pad": 0, "bos": 1, "eos": 2, "first_char": 3}  # attnlab.models.tokens
+TOKENS = {"pad": PAD, "bos": BOS, "eos": EOS, "first_char": DIGIT0}
 KINDS = {"stepwise": ("encoder", "step"), "ctc": ("ctc",)}
 MEMORY_NAME = re.compile(r"^[a-z][a-z_]{0,31}$")
 RESERVED = {"images", "widths", "state", "prev", "next_state", "logits", "weights"}

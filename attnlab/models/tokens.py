@@ -5,6 +5,9 @@ A reader's vocabulary is ``DIGIT0 + len(charset)``: character ``charset[i]`` has
 ``DIGIT0 + i``, so for the digits id ``DIGIT0 + d`` is digit d, as it always was. The charset
 a reader is built for comes from ``registry.build`` (``building``), and the reader keeps it
 (``Reader.charset``); it is saved in the run's config inside every checkpoint.
+
+Importing it needs no torch (only ``encode`` does): the ONNX reference loop
+(``attnlab.export.runtime``) reads its ids and ``to_texts`` with NumPy alone.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT0 = 3  # id of the charset's first character ("0"); character i has id DIGIT0 + i
@@ -52,6 +58,8 @@ def encode(labels: list[str], charset: str = DIGITS) -> tuple[torch.Tensor, torc
 
     Both (B, Lmax + 1), padded with PAD (ignored by the loss).
     """
+    import torch
+
     index = _index(charset)
     steps = max(len(s) for s in labels) + 1
     inputs = torch.full((len(labels), steps), PAD, dtype=torch.long)
@@ -63,8 +71,9 @@ def encode(labels: list[str], charset: str = DIGITS) -> tuple[torch.Tensor, torc
     return inputs, targets
 
 
-def to_texts(ids: torch.Tensor, charset: str = DIGITS) -> list[str]:
-    """(B, S) token ids -> strings, cut at each row's first EOS; PAD and BOS are dropped."""
+def to_texts(ids: torch.Tensor | np.ndarray, charset: str = DIGITS) -> list[str]:
+    """(B, S) token ids (a tensor or a NumPy array) -> strings, cut at each row's first EOS;
+    PAD and BOS are dropped."""
     top = DIGIT0 + len(charset)
     out = []
     for row in ids.tolist():
