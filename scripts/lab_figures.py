@@ -226,8 +226,9 @@ def explorer_figure(res) -> str:
 
 
 def probe_figure(out: Path) -> str:
-    import attnlab
     import pandas as pd
+
+    import attnlab
 
     runs = attnlab.results(out / "compare").runs
     lines = ["| reader | split | strips | attended glyph | true glyph | random glyph |",
@@ -283,8 +284,8 @@ def own_figure(out: Path) -> str:
     (se, sc) = split_totals(res, res.runs["variant"].iloc[0], "seen", ev)
     n = len(res.readings[res.readings["eval"] == ev])
     return (
-        f"Held-out handwriting (`{ev}`, {n} strips of unseen writers' samples, lengths "
-        f"1-8): {pct(se)}% exact, CER {pct(sc)}%."
+        f"Held-out handwriting (`{ev}`: {n} strips, lengths 1-8, of handwritten samples no "
+        f"training strip holds): {pct(se)}% exact, CER {pct(sc)}%."
     )
 
 
