@@ -205,6 +205,16 @@ def test_continuation_lines_and_comments_are_joined():
     assert readme_commands(text) == ["attnlab sweep lengths seed=0 model=fixed"]
 
 
+def test_links_into_scripts_readme_name_its_headings():
+    """Each ``scripts/README.md#anchor`` the README links to is a heading there (GitHub's
+    anchors: lower case, punctuation dropped, spaces as hyphens)."""
+    text = (ROOT / "scripts/README.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.*)$", text, re.M)
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+    links = re.findall(r"scripts/README\.md#([\w\-]+)", README.read_text(encoding="utf-8"))
+    assert links and set(links) <= anchors, set(links) - anchors
+
+
 # --- scripts/lab_figures.py: markers ---------------------------------------------------------
 
 
