@@ -175,7 +175,7 @@ def test_read_paths_images_and_arrays_as_the_cli(swept, attnlab_cli, tmp_path):
 
 def readme_block() -> str:
     text = (Path(__file__).parent.parent / "README.md").read_text()
-    section = text.split("\n## From Python\n", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n#+ From Python\n", text, maxsplit=1)[1].split("\n## ", 1)[0]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
