@@ -36,11 +36,11 @@ from attnlab.evaluation.figures.diagnostics import (
 )
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.records import confident_failures, readings_table, records_for
+from attnlab.io import atomic_dir, csv_text, write_text
 from attnlab.models import registry
 from attnlab.models.base import Reader
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.io import atomic_dir, csv_text, write_text
 from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 from attnlab.runtime import bf16_autocast
 

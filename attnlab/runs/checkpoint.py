@@ -25,9 +25,9 @@ from omegaconf import OmegaConf
 
 from attnlab.config import DataConfig, ExperimentConfig, model_schema
 from attnlab.errors import UserError, one_line
+from attnlab.io import atomic_write
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.runs.io import atomic_write
 from attnlab.runs.rundir import RunDir
 from attnlab.runtime import resolve_device
 

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
-from attnlab.runs.io import remove_orphans, write_text
+from attnlab.io import remove_orphans, write_text
 from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
 from attnlab.runtime import sigterm_as_interrupt

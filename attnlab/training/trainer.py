@@ -23,12 +23,12 @@ from attnlab import runtime
 from attnlab.config import check_experiment, lengths_label, plain_config, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError
+from attnlab.io import remove_orphans
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.io import remove_orphans
 from attnlab.runs.resume import check_same_config
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import (

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from attnlab.runs.io import write_figure
+from attnlab.io import write_figure
 
 _SPAN_COLOUR = "tab:orange"
 _WRONG_COLOUR = "tab:red"
