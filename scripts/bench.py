@@ -22,7 +22,7 @@ import torch
 
 from attnlab.bench import common, contention, converge, folder, synth, train, typefaces
 from attnlab.bench import eval as evaluation
-from attnlab.runs.io import write_json
+from attnlab.io import write_json
 
 SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder", "contention")
 

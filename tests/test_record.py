@@ -228,7 +228,7 @@ def test_an_interrupted_sweep_says_the_command_that_resumes_it(cli_env, tmp_path
     assert report_sweeps(args, started, lines.append)
     (failed,) = [ln for ln in lines if "FAILED" in ln]
     assert (
-        f"FAILED {sweep / '0'}: interrupted: interrupted (Interrupted); resume the sweep with: "
+        f"FAILED {sweep / '0'}: interrupted: interrupted (SIGTERM); resume the sweep with: "
         in failed
     )
     command = resume_line(failed)

@@ -25,69 +25,29 @@ def run(
     full: bool = False,
 ) -> dict[str, Any]:
     from attnlab.config import seen_lengths
-    from attnlab.data.strips import StripSynth, fixed_set
     from attnlab.evaluation.evaluate import eval_lengths
-    from attnlab.evaluation.inference import read_strips
-    from attnlab.evaluation.metrics import quick_scores
-    from attnlab.models import registry
-    from attnlab.runs import checkpoint
-    from attnlab.runtime import bf16_autocast
 
-    dev = torch.device(device)
-    if run_dir is not None:
-        ckpt_path = checkpoint.resolve(run_dir, "best")
-        got = checkpoint.restore(ckpt_path, device)
-        reader, exp = got.reader, got.config
-        source = f"{ckpt_path} (step {got.ckpt.step})"
-        n = n or exp.eval.n
-    else:
-        exp = reader_config(reader_name, device, list(overrides or []))
-        torch.manual_seed(0)
-        reader = registry.build(exp.model, exp.data.height, exp.data.charset)
-        source = f"UNTRAINED {reader.name} reader (random weights; pass --run RUN for real figures)"
-        n = n or 100
-    batch_size = exp.eval.batch_size
+    reader, exp, source, ckpt_path = _reader(device, run_dir, reader_name, overrides)
+    n = n or (exp.eval.n if run_dir is not None else 100)
     lengths = eval_lengths(seen_lengths(exp.data))
-    bf16 = bf16_autocast(exp.train.bf16, dev)
-    reader.to(dev).eval()
-    synth = StripSynth(exp.data)  # the bank is built here, outside the timing
-
-    # Warm-up on a few strips (first-call costs of the kernels).
-    read_strips(reader, fixed_set(synth, "bench", 4, 64), dev, batch_size, bf16=bf16)
-    sync(device)
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    synth_s = read_s = 0.0
-    steps_total = 0
-    exact = []
-    for length in lengths:
-        t0 = time.perf_counter()
-        strips = fixed_set(synth, "test", length, n)
-        t1 = time.perf_counter()
-        r = read_strips(reader, strips, dev, batch_size, bf16=bf16)  # as evaluate_run reads
-        sync(device)
-        t2 = time.perf_counter()
-        synth_s += t1 - t0
-        read_s += t2 - t1
-        steps_total += sum(len(t) + 1 for t in r.texts)
-        exact.append(quick_scores(strips.labels, r.texts)[0])
+    timed = _read_timed(reader, exp, device, lengths, n)
     total = len(lengths) * n
     default_total = len(lengths) * 1000
-    wall = synth_s + read_s
+    wall = timed["synth_s"] + timed["read_s"]
     out: dict[str, Any] = {
         "source": source,
         "trained": run_dir is not None,
         "lengths": [lengths[0], lengths[-1]],
         "n_per_length": n,
-        "batch_size": batch_size,
+        "batch_size": exp.eval.batch_size,
         "strips": total,
-        "synth_s": round(synth_s, 2),
-        "read_s": round(read_s, 2),
+        "synth_s": round(timed["synth_s"], 2),
+        "read_s": round(timed["read_s"], 2),
         "seconds": round(wall, 3),
         "strips_per_s": round(total / wall, 1),
-        "read_strips_per_s": round(total / read_s, 1),
-        "mean_reading_tokens": round(steps_total / total, 2),
-        "mean_exact_acc": round(sum(exact) / len(exact), 4),
+        "read_strips_per_s": round(total / timed["read_s"], 1),
+        "mean_reading_tokens": round(timed["tokens"] / total, 2),
+        "mean_exact_acc": round(sum(timed["exact"]) / len(timed["exact"]), 4),
         "default_eval_strips": default_total,
         "projected_default_eval_s": round(wall * default_total / total, 1),
         "target_s": TARGET_S,
@@ -96,9 +56,62 @@ def run(
     out["meets_target"] = out["projected_default_eval_s"] < TARGET_S
     if device.startswith("cuda"):
         out["peak_cuda_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    if run_dir is not None and full:
+    if ckpt_path is not None and full:
         out["full_evaluate_run_s"] = round(full_evaluate_run(ckpt_path, device, n), 1)
     return out
+
+
+def _reader(
+    device: str, run_dir: Path | None, reader_name: str, overrides: list[str] | None
+) -> tuple[Any, Any, str, Path | None]:
+    """The reader timed, its config, a line naming it, and its checkpoint: a run's best
+    checkpoint, or without a run an untrained reader of ``reader_name``."""
+    from attnlab.models import registry
+    from attnlab.runs import checkpoint
+
+    if run_dir is not None:
+        ckpt_path = checkpoint.resolve(run_dir, "best")
+        got = checkpoint.restore(ckpt_path, device)
+        return got.reader, got.config, f"{ckpt_path} (step {got.ckpt.step})", ckpt_path
+    exp = reader_config(reader_name, device, list(overrides or []))
+    torch.manual_seed(0)
+    reader = registry.build(exp.model, exp.data.height, exp.data.charset)
+    source = f"UNTRAINED {reader.name} reader (random weights; pass --run RUN for real figures)"
+    return reader, exp, source, None
+
+
+def _read_timed(reader: Any, exp: Any, device: str, lengths: list[int], n: int) -> dict:
+    """Each length's fixed test set drawn, then read greedily as evaluate_run reads it, after
+    a warm-up: seconds drawing (``synth_s``) and reading (``read_s``), the reading tokens
+    (EOS included) and each length's exact accuracy."""
+    from attnlab.data.strips import StripSynth, fixed_set
+    from attnlab.evaluation.inference import read_strips
+    from attnlab.evaluation.metrics import quick_scores
+    from attnlab.runtime import bf16_autocast
+
+    dev = torch.device(device)
+    batch_size = exp.eval.batch_size
+    bf16 = bf16_autocast(exp.train.bf16, dev)
+    reader.to(dev).eval()
+    synth = StripSynth(exp.data)  # the bank is built here, outside the timing
+    # Warm-up on a few strips (first-call costs of the kernels).
+    read_strips(reader, fixed_set(synth, "bench", 4, 64), dev, batch_size, bf16=bf16)
+    sync(device)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    timed: dict[str, Any] = {"synth_s": 0.0, "read_s": 0.0, "tokens": 0, "exact": []}
+    for length in lengths:
+        t0 = time.perf_counter()
+        strips = fixed_set(synth, "test", length, n)
+        t1 = time.perf_counter()
+        r = read_strips(reader, strips, dev, batch_size, bf16=bf16)  # as evaluate_run reads
+        sync(device)
+        t2 = time.perf_counter()
+        timed["synth_s"] += t1 - t0
+        timed["read_s"] += t2 - t1
+        timed["tokens"] += sum(len(t) + 1 for t in r.texts)
+        timed["exact"].append(quick_scores(strips.labels, r.texts)[0])
+    return timed
 
 
 def full_evaluate_run(ckpt_path: Path, device: str, n: int) -> float:

@@ -117,7 +117,7 @@ def whole_string_folder(
     (another height and placement for every strip), n strips per length in every font."""
     from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-    from attnlab.runs.io import csv_rows, write_text
+    from attnlab.io import csv_rows, write_text
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)

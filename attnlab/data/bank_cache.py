@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from attnlab.data.glyphs import GlyphBank
-from attnlab.runs.io import WriteError, atomic_write
+from attnlab.io import WriteError, atomic_write
 
 log = logging.getLogger("attnlab.data")
 

@@ -23,7 +23,7 @@ import torch
 from attnlab.data.dedup import short
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
-from attnlab.runs.io import atomic_write, csv_rows, write_text
+from attnlab.io import atomic_write, csv_rows, write_text
 
 LABELS = "labels.csv"
 TALL = 4.0  # height / width above which an image is not a row of digits

@@ -249,7 +249,7 @@ def export_lmdb(batch: StripBatch, out: Path | str) -> Path:
     import lmdb
     from PIL import Image
 
-    from attnlab.runs.io import atomic_dir
+    from attnlab.io import atomic_dir
 
     def write(work: Path) -> None:
         work.mkdir(parents=True, exist_ok=True)

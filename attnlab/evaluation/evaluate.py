@@ -2,7 +2,8 @@
 
 ``evaluate_run`` reads a trained run's fixed test sets (or a user folder) through
 ``attnlab.evaluation.inference.read_strips`` and writes ``eval/<name>/metrics_by_length.csv`` and
-``.md``, attention maps when the reader has weights, and ``eval.json`` last. The folder is
+``.md``, the figures and attention maps (``attnlab.evaluation.eval_figures``), and
+``eval.json`` last. The folder is
 built under a hidden temporary name and renamed into place, so an evaluation that dies
 leaves no partial ``eval/<name>``.
 """
@@ -15,10 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
-from rapidfuzz.distance import Levenshtein
 
 from attnlab.config import EvalConfig, RunTaskConfig, seen_lengths, span
 from attnlab.data.folder import LABELS, warn_stderr
@@ -27,20 +26,14 @@ from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError
 from attnlab.evaluation import explore, metrics
 from attnlab.evaluation.analysis import threshold_rows
-from attnlab.evaluation.figures import maps
-from attnlab.evaluation.figures.diagnostics import (
-    draw_pace,
-    draw_reliability,
-    draw_stops,
-    pace_tracks,
-)
+from attnlab.evaluation.eval_figures import draw_figures
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.records import confident_failures, readings_table, records_for
+from attnlab.io import atomic_dir, csv_text, write_text
 from attnlab.models import registry
 from attnlab.models.base import Reader
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.io import atomic_dir, csv_text, write_text
 from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
 from attnlab.runtime import bf16_autocast
 
@@ -70,13 +63,6 @@ class EvalPlan:
 def eval_lengths(seen: list[int]) -> list[int]:
     """What ``attnlab eval`` reads when eval.lengths is unset: 1 to twice the top seen."""
     return list(range(1, 2 * max(seen) + 1))
-
-
-def default_map_lengths(seen: list[int], lengths: list[int]) -> list[int]:
-    """A few seen and unseen lengths: the middle and top of the seen range, then beyond."""
-    top = max(seen)
-    wanted = [seen[len(seen) // 2], top, top + 2, top + top // 2, 2 * top]
-    return sorted({n for n in wanted if n in lengths})
 
 
 def evaluate_run(
@@ -114,38 +100,12 @@ def _evaluate(
 
         reader = onnx_reader(onnx, ckpt_path)
     seen = seen_lengths(exp.data)
-    decoding = "greedy" if cfg.beam <= 1 else f"beam{cfg.beam}"
-
-    split = ckpt.data_split  # a run trained on labelled strips (data=folder)
-    digest = None
-    if not synthetic and (cfg.folder or split is not None):
-        if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
-            strips, files = load_labelled(
-                cfg.folder, exp.data.height, warn_stderr, cfg.crop, exp.data.charset,
-                allow_outside=cfg.allow_outside,
-            )  # fmt: skip
-            digest = folder_digest(Path(cfg.folder), strips)
-        else:  # by default: the strips it held out, never trained on
-            strips, files = held_out_strips(exp.data, split, warn_stderr)
+    if not synthetic and (cfg.folder or ckpt.data_split is not None):
+        sets, name, digest = _folder_sets(cfg, exp.data, ckpt.data_split)
         source = "folder"
-        name = cfg.name or (
-            f"folder-{Path(cfg.folder).resolve().name}-{digest}-{decoding}"
-            if cfg.folder
-            else f"held-out-{decoding}"
-        )
-        sets = {
-            n: (strips.select(idx), [files[i] for i in idx])
-            for n, idx in _by_length(strips).items()
-        }
     else:
-        source, digest = "synthetic", None
-        name = cfg.name or f"synthetic-{decoding}"
-        lengths = eval_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
-        synth = StripSynth(exp.data)
-        sets = {
-            n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
-            for n in lengths
-        }
+        sets, name, digest = _synthetic_sets(cfg, exp.data, seen), cfg.name, None
+        name, source = name or f"synthetic-{_decoding(cfg)}", "synthetic"
     if onnx and not cfg.name:
         name = f"{name}-onnx"
     target = checkpoint.output_root(ckpt_path, EVAL) / name
@@ -155,6 +115,41 @@ def _evaluate(
     final = atomic_dir(target, lambda work: _write_evaluation(EvalDir(work), plan, say))
     say(f"evaluation written to {final}")
     return final
+
+
+def _folder_sets(
+    cfg: EvalConfig, data: Any, split: dict[str, Any] | None
+) -> tuple[dict[int, tuple[StripBatch, list[str]]], str, str | None]:
+    """Labelled strips by length with their source names, the evaluation's name and the
+    data's digest: eval.folder (a folder, list file or LMDB: data.sources), or by default the
+    strips the run held out (data=folder), never trained on."""
+    digest = None
+    if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
+        strips, files = load_labelled(
+            cfg.folder, data.height, warn_stderr, cfg.crop, data.charset,
+            allow_outside=cfg.allow_outside,
+        )  # fmt: skip
+        digest = folder_digest(Path(cfg.folder), strips)
+        name = f"folder-{Path(cfg.folder).resolve().name}-{digest}-{_decoding(cfg)}"
+    else:
+        strips, files = held_out_strips(data, split, warn_stderr)
+        name = f"held-out-{_decoding(cfg)}"
+    sets = {
+        n: (strips.select(idx), [files[i] for i in idx]) for n, idx in _by_length(strips).items()
+    }
+    return sets, cfg.name or name, digest
+
+
+def _synthetic_sets(
+    cfg: EvalConfig, data: Any, seen: list[int]
+) -> dict[int, tuple[StripBatch, list[str]]]:
+    """The fixed synthetic test sets (drawn from data.eval_seed), eval.n strips a length."""
+    lengths = eval_lengths(seen) if cfg.lengths is None else _range(cfg.lengths)
+    synth = StripSynth(data)
+    return {
+        n: (fixed_set(synth, "test", n, cfg.n), [f"test-len{n:02d}#{i}" for i in range(cfg.n)])
+        for n in lengths
+    }
 
 
 def folder_digest(folder: Path, strips: StripBatch | None = None) -> str:
@@ -200,7 +195,8 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
         kept = explore.sample(plan.reader, plan.device, plan.sets, readings_by_length,
                               cfg.explore_n, stride, plan.source == "synthetic")  # fmt: skip
         explore.write(out.explore, kept)
-    _draw_figures(out, plan, records, table, readings_by_length, say)
+    draw_figures(out, plan.reader, plan.device, plan.cfg, plan.seen, records, table,
+                 readings_by_length, say)  # fmt: skip
     out.write_meta(_meta(plan))
 
 
@@ -245,34 +241,6 @@ def _write_tables(out: EvalDir, plan: EvalPlan, records, table, say) -> None:
         say(f"  {line}")
 
 
-def _draw_figures(out: EvalDir, plan: EvalPlan, records, table, readings_by_length, say) -> None:
-    """Reliability and stops; where the reader has attention weights, the maps and paces."""
-    reader, cfg, seen, sets = plan.reader, plan.cfg, plan.seen, plan.sets
-    seen_set = set(seen)
-    draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)
-    draw_stops(out.stops, records, seen_set)
-    if not any(r.weights is not None for _, r in readings_by_length.values()):
-        say(f"{reader.name} reader: it has no attention weights, so no attention maps are drawn")
-        return
-    map_lengths = (
-        default_map_lengths(seen, list(sets)) if cfg.map_lengths is None else cfg.map_lengths
-    )
-    stride = reader.encoder.stride
-    for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
-        say(line)
-    drawn = draw_head_maps(out, reader, plan.device, readings_by_length, map_lengths,
-                           cfg.head_maps)  # fmt: skip
-    if drawn:
-        say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
-    maps.draw_attention_summary(out.attention_summary, table, seen)
-    paces = {
-        n: pace_tracks(r.texts, strips.labels, r.weights)
-        for n, (strips, r) in readings_by_length.items()
-        if n in _pace_lengths(seen, list(sets))
-    }
-    draw_pace(out.pace, paces, seen_set, reader.name)
-
-
 def _meta(plan: EvalPlan) -> EvalMeta:
     """eval.json: what was read, how, from which checkpoint, and the strips' fingerprints."""
     cfg, ckpt, source = plan.cfg, plan.ckpt, plan.source
@@ -309,13 +277,6 @@ def strips_digest(strips: StripBatch) -> str:
     return h.hexdigest()[:16]
 
 
-def _pace_lengths(seen: list[int], lengths: list[int]) -> list[int]:
-    """The pace figure's lengths: the longest seen one and the longest unseen one."""
-    unseen = [n for n in lengths if n not in seen]
-    top_seen = [n for n in lengths if n in seen]
-    return ([max(top_seen)] if top_seen else []) + ([max(unseen)] if unseen else [])
-
-
 def _thresholds_text(rows: pd.DataFrame) -> str:
     parts = [
         f">= {r.threshold:g}: keeps {100 * r.kept:.1f}%, "
@@ -323,80 +284,6 @@ def _thresholds_text(rows: pd.DataFrame) -> str:
         for r in rows.itertuples(index=False)
     ]
     return "rejecting low confidence: " + "; ".join(parts)
-
-
-def draw_maps(
-    out: EvalDir, readings_by_length, lengths: list[int], k: int, stride: int
-) -> list[str]:
-    """k correct readings and k failures per length; returns lines saying what was drawn."""
-    lines = []
-    for n in lengths:
-        if n not in readings_by_length:
-            lines.append(f"maps: length {n} was not evaluated, skipped")
-            continue
-        strips, r = readings_by_length[n]
-        for kind, chosen in map_picks(strips, r, k):
-            for j, i in enumerate(chosen):
-                truth, reading = strips.labels[i], r.texts[i]
-                maps.draw_attention_map(
-                    out.map_path(n, kind, j),
-                    strips.images[i, :, : int(strips.widths[i])].numpy(),
-                    r.weights[i],
-                    stride,
-                    truth,
-                    reading,
-                    float(r.confidence[i]),
-                    strips.spans[i, : len(truth)].numpy(),
-                    Levenshtein.distance(truth, reading) / max(1, len(truth)),
-                )
-            if len(chosen) < k:
-                lines.append(
-                    f"maps: length {n}: only {len(chosen)} {kind} reading(s) of {len(strips)} "
-                    f"(fewer than k={k})"
-                )
-    return lines
-
-
-def map_picks(strips: StripBatch, r, k: int) -> list[tuple[str, list[int]]]:
-    """The strips a length's maps show: the first k correct readings and the first k
-    failures, as ("correct" | "failure", strip indices)."""
-    exact = r.exact(strips.labels)
-    return [
-        ("correct", np.flatnonzero(exact)[:k].tolist()),
-        ("failure", np.flatnonzero(~exact)[:k].tolist()),
-    ]
-
-
-def draw_head_maps(out: EvalDir, reader, dev, readings_by_length, lengths, k: int) -> int:
-    """Per-head maps of the first k correct readings and k failures of each map length, for
-    a reader with several attention heads (``Reader.head_weights``); returns how many."""
-    drawn = 0
-    for n in lengths:
-        if n not in readings_by_length or k == 0:
-            continue
-        strips, r = readings_by_length[n]
-        for kind, chosen in map_picks(strips, r, k):
-            if not chosen:
-                continue
-            sub = strips.select(chosen)
-            texts = [r.texts[i] for i in chosen]
-            with torch.no_grad():
-                heads = reader.head_weights(sub.images.to(dev), sub.widths.to(dev), texts)
-            if heads is None:
-                return drawn
-            for j, i in enumerate(chosen):
-                cols = int(r.weights[i].shape[-1])
-                maps.draw_head_maps(
-                    out.head_map_path(n, kind, j),
-                    strips.images[i, :, : int(strips.widths[i])].numpy(),
-                    {name: w[j, :, :cols].float().cpu().numpy() for name, w in heads.items()},
-                    reader.encoder.stride,
-                    strips.labels[i],
-                    r.texts[i],
-                    strips.spans[i, : len(strips.labels[i])].numpy(),
-                )
-                drawn += 1
-    return drawn
 
 
 def _by_length(strips: StripBatch) -> dict[int, list[int]]:

@@ -28,7 +28,7 @@ from PIL import Image
 
 from attnlab.data.strips import StripBatch
 from attnlab.evaluation.inference import Readings
-from attnlab.runs.io import write_text
+from attnlab.io import write_text
 from attnlab.runs.rundir import RunFileError
 
 VERSION = 1

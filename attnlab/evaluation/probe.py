@@ -41,9 +41,9 @@ from attnlab.evaluation.interventions import (
     spearman,
     summary_table,
 )
+from attnlab.io import atomic_dir, csv_text, write_figure, write_text
 from attnlab.models import registry
 from attnlab.runs import checkpoint
-from attnlab.runs.io import atomic_dir, csv_text, write_figure, write_text
 from attnlab.runs.probedir import PROBE, ProbeDir, ProbeMeta
 
 log = logging.getLogger(__name__)

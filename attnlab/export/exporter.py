@@ -29,9 +29,9 @@ from attnlab.export.sidecar import (
     require_extra,
     sha256,
 )
+from attnlab.io import atomic_dir, write_json
 from attnlab.models.readers.ctc import CTCReader
 from attnlab.runs import checkpoint
-from attnlab.runs.io import atomic_dir, write_json
 
 FORMATS = ("onnx",)
 # A test hook: called with the written folder after the graphs, before the parity check

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlab.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.compare import (
@@ -46,7 +47,6 @@ from attnlab.report.tables import (
     summary_table,
 )
 from attnlab.report.variants import assign_variants, counted, ordered_variants
-from attnlab.runs.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"

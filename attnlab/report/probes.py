@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from attnlab.evaluation.metrics import TOTAL
+from attnlab.io import PARTIAL, csv_text
 from attnlab.report.aggregate import (
     TrainGroup,
     band_words,
@@ -29,7 +30,6 @@ from attnlab.report.aggregate import (
 )
 from attnlab.report.discover import current_meta
 from attnlab.report.variants import variant_key
-from attnlab.runs.io import PARTIAL, csv_text
 from attnlab.runs.probedir import ProbeDir
 
 KEYS = ["train", "reader", "variant", "probe", "length", "split"]

@@ -25,9 +25,9 @@ from omegaconf import OmegaConf
 
 from attnlab.config import DataConfig, ExperimentConfig, model_schema
 from attnlab.errors import UserError, one_line
+from attnlab.io import atomic_write
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.runs.io import atomic_write
 from attnlab.runs.rundir import RunDir
 from attnlab.runtime import resolve_device
 
@@ -118,7 +118,7 @@ class Checkpoint:
             raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
         for key, kind in (("config", dict), ("reader", str), ("step", int)):
             if payload.get(key) is not None and not isinstance(payload[key], kind):
-                raise UserError(f"{path}: its {key!r} entry is a {type(payload[key]).__name__}")
+                raise UserError(f"{path}: its {key!r} entry is {_a(type(payload[key]).__name__)}")
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in payload.items() if k in known and v is not None}
         return cls(**{"reader": None, **values})
@@ -162,7 +162,7 @@ class Checkpoint:
         """Load the weights into ``reader``, which must be the kind of reader they are."""
         if self.reader != reader.name:
             raise UserError(
-                f"{path}: checkpoint holds a {self.reader} reader, the config asks for "
+                f"{path}: checkpoint holds {_a(self.reader)} reader, the config asks for "
                 f"{reader.name}"
             )
         try:
@@ -241,8 +241,8 @@ def check_belongs_to_run(ckpt: Checkpoint, path: Path) -> None:
     for kind in (ckpt.reader, (saved.get("model") or {}).get("name")):
         if kind is not None and str(kind) != theirs:
             raise UserError(
-                f"{path}: checkpoint holds a {kind} reader but its run {run.path} is a "
-                f"{theirs} run: refused (a checkpoint copied from another run?)"
+                f"{path}: checkpoint holds {_a(str(kind))} reader but its run {run.path} is "
+                f"{_a(theirs)} run: refused (a checkpoint copied from another run?)"
             )
     for section in ("model", "data"):
         mine, run_side = saved.get(section) or {}, config.get(section) or {}
@@ -289,3 +289,8 @@ def resolve(run_or_ckpt: Path | str, which: str = "best") -> Path:
     if not p.exists():
         raise UserError(f"no such run directory or checkpoint: {p}")
     return p
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article: "an attention", "a fixed", "an int"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

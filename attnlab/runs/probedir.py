@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnlab.runs.io import write_json
+from attnlab.io import write_json
 from attnlab.runs.rundir import from_dict, load_json
 
 PROBE = "probe"

@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from attnlab.runs.io import PARTIAL, write_json, write_text
+from attnlab.io import PARTIAL, write_json, write_text
 from attnlab.runs.runlock import RunLock
 
 CONFIG = Path(".hydra") / "config.yaml"
@@ -43,7 +43,7 @@ OBJECTIVE = "objective.json"  # {name, value, direction}: what a sweeper was ret
 EVAL = "eval"
 LOCK = ".lock"
 SPLIT = "data_split.json"  # data=folder: source, held-out strip ids, counts (source_train)
-# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.runs.io.atomic_dir), or
+# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
 # left by a killed process.
 HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 

@@ -12,7 +12,7 @@ from attnlab.config import DataConfig, ExportConfig, PreviewConfig, seen_lengths
 from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
-from attnlab.runs.io import write_figure
+from attnlab.io import write_figure
 
 
 def _sample(

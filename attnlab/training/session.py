@@ -1,5 +1,7 @@
-"""One training session in a run directory: the lock, ``status.json`` whatever happens,
-``.hydra/`` written once the command is accepted, and the objective a sweeper is returned."""
+"""One training session in a run directory: the config checked once, the lock,
+``status.json`` whatever happens, torch's threads, ``.hydra/`` written once the command is
+accepted, and the objective a sweeper is returned. The loop is the ``Trainer``'s; what it
+needs from the session is passed when it is built."""
 
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
-from attnlab.runs.io import remove_orphans, write_text
+from attnlab.io import remove_orphans, write_text
 from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
-from attnlab.runtime import sigterm_as_interrupt
-from attnlab.training.trainer import Trainer, check_training
+from attnlab.runtime import Interrupted, sigterm_as_interrupt
+from attnlab.training.prepare import check_training, training_threads
+from attnlab.training.trainer import Trainer
 
 log = logging.getLogger("attnlab.train")
 
@@ -57,8 +60,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     was_there = _sizes([lock.path, *_job_logs(run)])
     with lock:
         fresh = not run.status_file.exists()
-        try:
-            trainer = Trainer(cfg, run)  # refusals happen here, before anything is written
+        try:  # refusals happen here, before anything is written
+            trainer = Trainer(cfg, run, threads=training_threads(cfg.train), checked=True)
         except BaseException as err:
             if fresh and not _is_multirun():  # the CLI says why on stderr; no trace here
                 _leave_as_it_was(run, lock.path, was_there)
@@ -80,14 +83,13 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         if cfg.train.threads <= 0:  # recorded as the number this job ran with
             cfg.train.threads = torch.get_num_threads()
         write_hydra_files(run, cfg)  # accepted: this command's config is the run's
-        trainer.hydra_files = run.hydra_files()
         with sigterm_as_interrupt():
             try:
                 metrics = trainer.run()
             except BaseException as err:
                 # Ctrl-C, SIGTERM, or submitit ending the process to requeue it (SystemExit)
                 if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                    state, reason = RunStatus.interrupted, f"interrupted ({type(err).__name__})"
+                    state, reason = RunStatus.interrupted, f"interrupted ({_what_ended(err)})"
                 else:
                     state, reason = RunStatus.failed, f"{type(err).__name__}: {err}"
                 hint = _how_to_resume(run) if state is RunStatus.interrupted else ""
@@ -96,6 +98,13 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
     return metrics
+
+
+def _what_ended(err: BaseException) -> str:
+    """What stopped a run, in the status reason: "Ctrl-C", "SIGTERM" or "SystemExit"."""
+    if isinstance(err, Interrupted):  # SIGTERM (runtime.sigterm_as_interrupt)
+        return "SIGTERM"
+    return "Ctrl-C" if isinstance(err, KeyboardInterrupt) else type(err).__name__
 
 
 def _job_logs(run: RunDir) -> list[Path]:

@@ -1,7 +1,10 @@
 """The training loop: one reader, its optimiser and schedule, validation, checkpoints.
 
-``Trainer`` writes nothing while it is built (the config is checked and an existing run's
-checkpoint loaded first), so a refused command leaves the run directory as it was. Its loop
+The ``Trainer`` owns the loop; the run directory around it (lock, status, ``.hydra/``, the
+thread count) is the session's (``attnlab.training.session``), which checks the config once
+and hands the trainer what it needs when it builds it. ``Trainer`` writes nothing while it is
+built (an existing run's checkpoint is loaded first), so a refused command leaves the run
+directory as it was. Its loop
 offers hooks to whoever drives it (the benchmark): ``on_step`` after every step, and the
 data stream as a parameter (``stream=``); ``timer`` sums the seconds spent drawing batches
 and in the step itself.
@@ -13,34 +16,27 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
 from attnlab import runtime
-from attnlab.config import check_experiment, lengths_label, plain_config, seen_lengths
+from attnlab.config import lengths_label, plain_config, seen_lengths
 from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
 from attnlab.errors import UserError
+from attnlab.io import remove_orphans
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
-from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.io import remove_orphans
-from attnlab.runs.resume import check_same_config
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import (
-    autocast,
-    bf16_autocast,
-    device_label,
-    resolve_device,
-    set_threads,
-    usable_cpus,
-)
-from attnlab.threads import governor
-from attnlab.training.freeze import check_freeze, freeze, trainable, warn_unloaded
+from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_device
+from attnlab.threads import FixedThreads, ThreadGovernor
+from attnlab.training.freeze import check_freeze, freeze, warn_unloaded
+from attnlab.training.optim import optimiser
+from attnlab.training.prepare import check_training, training_threads
+from attnlab.training.state import Best, StepTimer, resumable
 from attnlab.training.validation import (
     log_validation,
     validate,
@@ -55,64 +51,62 @@ class NonFiniteLoss(UserError):
     pass
 
 
-def check_training(cfg: DictConfig) -> None:
-    """Every value check of a training config, then the reader's size (built on the meta
-    device): a refusal here comes before anything is allocated or written."""
-    check_experiment(cfg)
-    registry.check_size(cfg.model, cfg.data.height, cfg.data.charset)
-    name = str(cfg.model.name)
-    check_freeze(getattr(cfg.train, "freeze", None), registry.get(name).reader, name)
-
-
-@dataclass
-class StepTimer:
-    """Seconds spent drawing batches (``data_s``) and in whole steps (``step_s``, data
-    included) over ``steps`` steps: where a step's time goes, without patching the loop."""
-
-    data_s: float = 0.0
-    step_s: float = 0.0
-    steps: int = 0
-
-    def reset(self) -> None:
-        self.data_s = self.step_s = 0.0
-        self.steps = 0
-
-
-@dataclass
-class Best:
-    step: int = -1
-    exact_acc: float = -1.0
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-def lr_factor(step: int, warmup: int, total: int, floor: float) -> float:
-    """Linear warm-up, then cosine decay to ``floor`` of the peak learning rate."""
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 class Trainer:
     """One training run; ``run()`` returns the final metrics.
 
-    Building it writes nothing: the config is checked and an existing run's checkpoint is
-    loaded first (``prepare``), so a refused command leaves the run directory as it was.
+    Building it writes nothing: an existing run's checkpoint is loaded first (``resume``),
+    so a refused command leaves the run directory as it was.
     """
 
-    def __init__(self, cfg: DictConfig, run: RunDir, stream: Any = None):
+    def __init__(
+        self,
+        cfg: DictConfig,
+        run: RunDir,
+        stream: Any = None,
+        *,
+        threads: ThreadGovernor | FixedThreads | None = None,
+        checked: bool = False,
+    ):
         """``stream``: the training batches (anything with ``next()``, ``state()`` and
-        ``load_state()``); None = the one the config describes (synthetic or data.path)."""
+        ``load_state()``); None = the one the config describes (synthetic or data.path).
+        ``threads``: the run's thread policy, set by whoever owns the run directory (the
+        session); None = set here from the config. ``checked``: the config has passed
+        ``check_training`` already (the session checks it once per command)."""
+        if not checked:
+            check_training(cfg)
         self.cfg = cfg
         self.run_dir = run
-        t = cfg.train
-        check_training(cfg)
-        set_threads(t.threads)
-        idle = t.threads or min(torch.get_num_threads(), usable_cpus())  # today's count
-        self.threads = governor(t.thread_policy, idle)  # fewer while others keep CPUs busy
-        self.device = resolve_device(t.device)
+        self.threads = training_threads(cfg.train) if threads is None else threads
+        self.device = resolve_device(cfg.train.device)
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
+        self._build_reader()
+        self.split: dict[str, Any] | None = None  # data=folder: what the run holds out
+        self.started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
+        self._build_data(stream)
+        self.step = 0
+        self.best = Best()
+        self.history: list[dict[str, Any]] = []
+        self.last_val: dict[str, Any] = {}
+        self.train_seconds = 0.0  # training time (steps, validations, saves), over every restart
+        self.trained_steps = 0  # steps whose time train_seconds counts
+        self.timer = StepTimer()
+        self.autocast = bf16_autocast(cfg.train.bf16, self.device)
+        # dynamic: the strips' widths change every batch (one compiled graph, not one per width)
+        self.loss_fn = (
+            torch.compile(self.model.loss, dynamic=True) if cfg.train.compile else self.model.loss
+        )
+        self.writer = None
+        self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
+        if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
+            from attnlab.training.finetune import init_from
+
+            self.started_from = init_from(self.model, cfg, str(cfg.init_from))
+            warn_unloaded(self.frozen, self.started_from)
+
+    def _build_reader(self) -> None:
+        """The reader (seeded), its frozen parts, its optimiser and learning-rate schedule."""
+        cfg, t = self.cfg, self.cfg.train
         torch.manual_seed(cfg.seed)
         self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
         self.model = self.model.to(self.device)
@@ -120,15 +114,11 @@ class Trainer:
         # train.freeze: those parts get no gradient and no optimiser state (training.freeze)
         names = check_freeze(getattr(t, "freeze", None), self.model, self.model.name)
         self.frozen = freeze(self.model, names)
-        self.opt = torch.optim.AdamW(
-            trainable(self.model), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay
-        )
-        o = cfg.optim
-        self.sched = torch.optim.lr_scheduler.LambdaLR(
-            self.opt, lambda s: lr_factor(s, o.warmup_steps, t.steps, o.min_lr_ratio)
-        )
-        self.split: dict[str, Any] | None = None  # data=folder: what the run holds out
-        self.started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
+        self.opt, self.sched = optimiser(self.model, cfg.optim, t.steps)
+
+    def _build_data(self, stream: Any) -> None:
+        """The validation sets and the training stream (``stream`` when one is given)."""
+        cfg = self.cfg
         if cfg.data.source == "folder":  # labelled strips: attnlab.data.source_train
             from attnlab.data.source_train import folder_data
 
@@ -146,30 +136,10 @@ class Trainer:
             self.stream = TrainStream(
                 self.synth,
                 self.seen,
-                t.batch_size,
+                cfg.train.batch_size,
                 set_seed(cfg.seed, "train", 0),
                 by_length=cfg.data.batch_by_length,
             )
-        self.step = 0
-        self.best = Best()
-        self.history: list[dict[str, Any]] = []
-        self.last_val: dict[str, Any] = {}
-        self.train_seconds = 0.0  # training time (steps, validations, saves), over every restart
-        self.trained_steps = 0  # steps whose time train_seconds counts
-        self.timer = StepTimer()
-        self.autocast = bf16_autocast(t.bf16, self.device)
-        # dynamic: the strips' widths change every batch (one compiled graph, not one per width)
-        self.loss_fn = (
-            torch.compile(self.model.loss, dynamic=True) if t.compile else self.model.loss
-        )
-        self.writer = None
-        self.hydra_files = run.hydra_files()
-        self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
-        if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
-            from attnlab.training.finetune import init_from
-
-            self.started_from = init_from(self.model, cfg, str(cfg.init_from))
-            warn_unloaded(self.frozen, self.started_from)
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -182,7 +152,7 @@ class Trainer:
             step=self.step,
             rng={"torch": torch.get_rng_state(), "stream": self.stream.state()},
             config=plain_config(self.cfg),
-            hydra_files=self.hydra_files,
+            hydra_files=self.run_dir.hydra_files(),  # written by the session, under its lock
             history=self.history,
             best={"step": self.best.step, "exact_acc": self.best.exact_acc},
             best_metrics=self.best.metrics,
@@ -196,19 +166,9 @@ class Trainer:
     def resume(self) -> bool:
         """Load last.pt when there is one; refuse a command that would compute another run."""
         last = self.run_dir.checkpoint("last")
-        if not last.exists():
+        ckpt = resumable(last, self.cfg, self.split)
+        if ckpt is None:
             return False
-        ckpt = checkpoint.load(last)
-        # every key that changes what the run computes, as the checkpoint was trained with
-        check_same_config(plain_config(ckpt.run_config()), plain_config(self.cfg), last)
-        if self.split is not None:  # data=folder: the very strips and split it trained on
-            from attnlab.data.source_train import split_changes
-
-            changed = split_changes(ckpt.data_split, self.split)
-            if changed:
-                raise UserError(f"{last}: not resumed, {changed}; use a new run directory")
-        if ckpt.optimizer is None or ckpt.scheduler is None or ckpt.rng is None:
-            raise UserError(f"{last}: holds no optimiser, schedule or RNG state to resume from")
         ckpt.load_into(self.model, last)
         self.opt.load_state_dict(ckpt.optimizer)
         self.sched.load_state_dict(ckpt.scheduler)
@@ -216,16 +176,11 @@ class Trainer:
         torch.set_rng_state(ckpt.rng["torch"])
         self.stream.load_state(ckpt.rng["stream"])
         self.history = list(ckpt.history)
-        self.best = Best(
-            int(ckpt.best.get("step", -1)),
-            float(ckpt.best.get("exact_acc", -1.0)),
-            ckpt.best_metrics,
-        )
+        self.best = Best.of(ckpt)
         self.last_val = ckpt.val
         self.started_from = ckpt.init_from
-        timing = ckpt.timing
-        self.train_seconds = float(timing.get("train_seconds", 0.0))
-        self.trained_steps = int(timing.get("steps", 0))
+        self.train_seconds = float(ckpt.timing.get("train_seconds", 0.0))
+        self.trained_steps = int(ckpt.timing.get("steps", 0))
         log.info("resumed from %s at step %d", last, self.step)
         return True
 
@@ -313,10 +268,24 @@ class Trainer:
 
     def run(self, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
         """Train to ``train.steps``; ``on_step(step, loss)`` after each step."""
+        self.start()
+        self.threads.tick()
+        if self.step == 0:
+            self.validate_and_record()
+        progress = Progress(self.cfg.train.steps, self.step, use_rich(self.cfg.train.progress))
+        try:
+            with runtime.stop_between_steps() as stop:  # Ctrl-C, SIGTERM: after a whole step
+                self.loop(progress, stop, on_step)
+        finally:
+            progress.close()
+            self.writer.flush()
+        return self.finish()
+
+    def start(self) -> None:
+        """The run's status (running), its split, its TensorBoard writer, and what it trains."""
         from torch.utils.tensorboard import SummaryWriter
 
         t = self.cfg.train
-        resumed = self.resumed
         remove_orphans(self.run_dir.checkpoints)
         self.run_dir.write_status(RunStatus.running, self.step)
         if self.split is not None:  # the held-out strips' ids, before any step trains
@@ -325,26 +294,15 @@ class Trainer:
         log.info(
             "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",
             self.model.name, self.params, lengths_label(self.seen), self.device, t.steps,
-            t.batch_size * t.accumulate, f" (resumed at step {self.step})" if resumed else "",
+            t.batch_size * t.accumulate,
+            f" (resumed at step {self.step})" if self.resumed else "",
         )  # fmt: skip
-        if resumed and self.step >= t.steps:
+        if self.resumed and self.step >= t.steps:
             log.warning(
                 "train.steps=%d is not above the %d steps this run has done: nothing to train; "
                 "it ends at step %d (a larger train.steps trains on)", t.steps, self.step,
                 self.step,
             )  # fmt: skip
-        self.threads.tick()
-        if self.step == 0:
-            self.last_val = self.validate()
-            self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
-        progress = Progress(t.steps, self.step, use_rich(t.progress))
-        try:
-            with runtime.stop_between_steps() as stop:  # Ctrl-C, SIGTERM: after a whole step
-                self.loop(progress, stop, on_step)
-        finally:
-            progress.close()
-            self.writer.flush()
-        return self.finish()
 
     def loop(self, progress: Progress, stop: Any, on_step: Callable | None) -> None:
         """The steps, each with its logging, validation and checkpoint; a stop asked for
@@ -357,22 +315,11 @@ class Trainer:
             loss = self.advance()
             if on_step is not None:
                 on_step(self.step, loss)
-            lr = self.sched.get_last_lr()[0]
             progress.update(self.step, loss, self.last_val.get("exact_acc"))
             if self.step % t.log_every == 0 or self.step == t.steps:
-                self.writer.add_scalar("train/loss", loss, self.step)
-                self.writer.add_scalar("train/lr", lr, self.step)
-                self.record(loss=loss, lr=lr)
-                if not progress.rich:
-                    done = (self.step - start_step) * t.batch_size * t.accumulate
-                    rate = done / max(1e-9, time.time() - start_time)
-                    log.info(
-                        "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
-                        self.step, t.steps, loss, lr, rate,
-                    )  # fmt: skip
+                self.log_step(loss, progress.rich, start_time, start_step)
             if self.step % t.val_every == 0 or self.step == t.steps:
-                self.last_val = self.validate()
-                self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
+                self.validate_and_record()
                 if self.last_val["exact_acc"] > self.best.exact_acc:
                     self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
                     self.save("best")
@@ -383,6 +330,26 @@ class Trainer:
             if stop.requested is not None:
                 log.warning("stopped at step %d: last.pt saved", self.step)
                 stop.deliver()
+
+    def log_step(self, loss: float, rich: bool, start_time: float, start_step: int) -> None:
+        """The step's loss and learning rate: TensorBoard, the history, and (without the rich
+        progress bar) a log line with the strips/s since this command started."""
+        t, lr = self.cfg.train, self.sched.get_last_lr()[0]
+        self.writer.add_scalar("train/loss", loss, self.step)
+        self.writer.add_scalar("train/lr", lr, self.step)
+        self.record(loss=loss, lr=lr)
+        if not rich:
+            done = (self.step - start_step) * t.batch_size * t.accumulate
+            rate = done / max(1e-9, time.time() - start_time)
+            log.info(
+                "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
+                self.step, t.steps, loss, lr, rate,
+            )  # fmt: skip
+
+    def validate_and_record(self) -> None:
+        """Validate now; the result is ``last_val`` and goes into the history."""
+        self.last_val = self.validate()
+        self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
 
     def finish(self) -> dict[str, Any]:
         """metrics.json and the history of a run trained to its end; its metrics."""

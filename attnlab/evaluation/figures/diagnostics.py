@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnlab.evaluation.analysis import attention_pace, calibration_bins
-from attnlab.runs.io import write_figure
+from attnlab.io import write_figure
 
 SPLIT_COLOURS = {"seen": "tab:green", "unseen": "tab:purple"}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from attnlab.runs.io import write_figure
+from attnlab.io import write_figure
 
 _SPAN_COLOUR = "tab:orange"
 _WRONG_COLOUR = "tab:red"
@@ -59,19 +60,16 @@ def draw_attention_map(
     """
     known = truth is not None
     truth = reading if truth is None else truth
-    spans = np.zeros((0, 2)) if spans is None else spans
     image = np.asarray(image, dtype=np.float64)
     if image.ndim != 2:
         raise ValueError(f"draw_attention_map: image must be (H, W), got {image.shape}")
     weights = np.asarray(weights, dtype=np.float64)
     if weights.ndim != 2:
         raise ValueError(f"draw_attention_map: weights must be (S, T), got {weights.shape}")
-    spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    h, w = image.shape
-    s, t = weights.shape
-    n_rows = min(len(reading) + 1, s)
-    shown = weights[:n_rows]  # (n_rows, T)
-    x_max = max(w, t * stride)
+    spans = np.asarray(np.zeros((0, 2)) if spans is None else spans, dtype=np.int64)
+    spans = spans.reshape(-1, 2)
+    n_rows = min(len(reading) + 1, weights.shape[0])
+    x_max = max(image.shape[1], weights.shape[1] * stride)
 
     width_in = float(np.clip(2.5 + x_max / 28.0, _MIN_WIDTH_IN, _MAX_WIDTH_IN))
     img_in = 1.3
@@ -82,80 +80,79 @@ def draw_attention_map(
     ax_w = fig.add_subplot(gs[1, 0], sharex=ax_img)
     cax = fig.add_subplot(gs[1, 1])
     fig.add_subplot(gs[0, 1]).set_axis_off()
-
-    # Strip: x in pixels, y in pixels (aspect auto so long strips keep a readable height).
-    ax_img.imshow(
-        image,
-        cmap="gray",
-        vmin=0.0,
-        vmax=1.0,
-        extent=(0, w, h, 0),
-        aspect="auto",
-        interpolation="nearest",
-    )
-    top = blended_transform_factory(ax_img.transData, ax_img.transAxes)
-    for i, (a, b) in enumerate(spans):
-        ax_img.axvspan(a, b, color=_SPAN_COLOUR, alpha=0.1, lw=0)
-        ax_img.axvline(a, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
-        ax_img.axvline(b, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
-        digit = truth[i] if i < len(truth) else "?"
-        ax_img.text(
-            (a + b) / 2,
-            1.02,
-            digit,
-            transform=top,
-            ha="center",
-            va="bottom",
-            fontsize=10,
-            color=_SPAN_COLOUR,
-            fontweight="bold",
-        )
-    ax_img.set_yticks([])
-    ax_img.set_ylabel("strip")
-    ax_img.tick_params(labelbottom=False)
-
-    # Weights: column c spans pixels [c*stride, (c+1)*stride); row i centred on y = i.
-    im = ax_w.imshow(
-        shown if n_rows else np.zeros((1, max(t, 1))),
-        cmap="Blues",
-        vmin=0.0,
-        vmax=1.0,
-        aspect="auto",
-        interpolation="nearest",
-        extent=(0, t * stride, max(n_rows, 1) - 0.5, -0.5),
-    )
-    for i, (a, b) in enumerate(spans[:n_rows]):
-        ax_w.add_patch(
-            Rectangle((a, i - 0.5), b - a, 1.0, fill=False, edgecolor=_SPAN_COLOUR, lw=1.3)
-        )
-    for a, b in spans:
-        ax_w.axvline(a, color=_SPAN_COLOUR, lw=0.5, alpha=0.35)
-        ax_w.axvline(b, color=_SPAN_COLOUR, lw=0.5, alpha=0.35)
-    labels = _row_labels(truth, reading, n_rows)
-    ax_w.set_yticks(range(n_rows), [lab for lab, _ in labels])
-    for tick, (_, wrong) in zip(ax_w.get_yticklabels(), labels, strict=True):
-        if wrong:
-            tick.set_color(_WRONG_COLOUR)
-            tick.set_fontweight("bold")
-    ax_w.set_ylim(max(n_rows, 1) - 0.5, -0.5)
-    ax_w.set_xlim(0, x_max)
-    ax_w.set_xlabel(f"pixel column (encoder column = {stride} px)")
-    ax_w.set_ylabel("output step (read)")
+    _draw_strip(ax_img, image, spans, truth)
+    im = _draw_weights(ax_w, weights[:n_rows], stride, spans, truth, reading, x_max)
     fig.colorbar(im, cax=cax, label="weight")
-
     correct = reading == truth
-    cer_txt = "n/a" if cer is None or math.isnan(cer) else f"{100 * cer:.1f}%"
-    conf_txt = "n/a" if confidence is None or math.isnan(confidence) else f"{confidence:.2f}"
-    verdict = (
-        f"truth {truth or '(empty)'} | read {reading or '(empty)'} | "
-        f"{'correct' if correct else 'wrong'} | CER {cer_txt} | conf {conf_txt}"
-    )
     fig.suptitle(
-        verdict if known else f"read {reading or '(empty)'} | conf {conf_txt}",
+        _verdict(truth if known else None, reading, confidence, cer),
         color="black" if correct else _WRONG_COLOUR,
         fontsize=11,
     )
     write_figure(path, fig)
+
+
+def _draw_strip(ax: Any, image: np.ndarray, spans: np.ndarray, truth: str) -> None:
+    """The strip (x and y in pixels, aspect auto so long strips keep a readable height),
+    each true glyph's span as a band with its digit above."""
+    h, w = image.shape
+    ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=(0, w, h, 0), aspect="auto",
+              interpolation="nearest")  # fmt: skip
+    top = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, (a, b) in enumerate(spans):
+        ax.axvspan(a, b, color=_SPAN_COLOUR, alpha=0.1, lw=0)
+        ax.axvline(a, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
+        ax.axvline(b, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
+        digit = truth[i] if i < len(truth) else "?"
+        ax.text((a + b) / 2, 1.02, digit, transform=top, ha="center", va="bottom",
+                fontsize=10, color=_SPAN_COLOUR, fontweight="bold")  # fmt: skip
+    ax.set_yticks([])
+    ax.set_ylabel("strip")
+    ax.tick_params(labelbottom=False)
+
+
+def _draw_weights(
+    ax: Any, shown: np.ndarray, stride: int, spans: np.ndarray, truth: str, reading: str,
+    x_max: int,
+) -> Any:  # fmt: skip
+    """The weights (n_rows, T): column c spans pixels [c*stride, (c+1)*stride), row i centred
+    on y = i; where step i should look (glyph i's span) outlined, wrong rows in red. Returns
+    the image, for the colour bar."""
+    n_rows, t = shown.shape
+    im = ax.imshow(shown if n_rows else np.zeros((1, max(t, 1))), cmap="Blues", vmin=0.0,
+                   vmax=1.0, aspect="auto", interpolation="nearest",
+                   extent=(0, t * stride, max(n_rows, 1) - 0.5, -0.5))  # fmt: skip
+    for i, (a, b) in enumerate(spans[:n_rows]):
+        ax.add_patch(
+            Rectangle((a, i - 0.5), b - a, 1.0, fill=False, edgecolor=_SPAN_COLOUR, lw=1.3)
+        )
+    for a, b in spans:
+        ax.axvline(a, color=_SPAN_COLOUR, lw=0.5, alpha=0.35)
+        ax.axvline(b, color=_SPAN_COLOUR, lw=0.5, alpha=0.35)
+    labels = _row_labels(truth, reading, n_rows)
+    ax.set_yticks(range(n_rows), [lab for lab, _ in labels])
+    for tick, (_, wrong) in zip(ax.get_yticklabels(), labels, strict=True):
+        if wrong:
+            tick.set_color(_WRONG_COLOUR)
+            tick.set_fontweight("bold")
+    ax.set_ylim(max(n_rows, 1) - 0.5, -0.5)
+    ax.set_xlim(0, x_max)
+    ax.set_xlabel(f"pixel column (encoder column = {stride} px)")
+    ax.set_ylabel("output step (read)")
+    return im
+
+
+def _verdict(truth: str | None, reading: str, confidence: float, cer: float) -> str:
+    """The map's title: truth, reading, verdict, CER and confidence (truth None: a user's
+    image, the reading and its confidence only)."""
+    cer_txt = "n/a" if cer is None or math.isnan(cer) else f"{100 * cer:.1f}%"
+    conf_txt = "n/a" if confidence is None or math.isnan(confidence) else f"{confidence:.2f}"
+    if truth is None:
+        return f"read {reading or '(empty)'} | conf {conf_txt}"
+    return (
+        f"truth {truth or '(empty)'} | read {reading or '(empty)'} | "
+        f"{'correct' if reading == truth else 'wrong'} | CER {cer_txt} | conf {conf_txt}"
+    )
 
 
 def draw_head_maps(

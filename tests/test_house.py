@@ -1,0 +1,194 @@
+"""The house rules that code review would otherwise have to remember: no function in
+attnlab/ over 80 lines and no module over 400; no test module importing another test
+module; one owner for each step of training (the config checked once per command, and a
+trainer never patched by whoever built it)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "attnlab"
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 400
+
+
+def _sources(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def too_long(root: Path) -> list[str]:
+    """Every module under ``root`` over MAX_MODULE_LINES lines, every function over
+    MAX_FUNCTION_LINES (its decorators and docstring included), as "path:line name (n)"."""
+    found = []
+    for path in _sources(root):
+        text = path.read_text()
+        where = path.relative_to(root.parent)
+        if text.count("\n") > MAX_MODULE_LINES:
+            found.append(f"{where}: module of {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                n = node.end_lineno - first + 1
+                if n > MAX_FUNCTION_LINES:
+                    found.append(f"{where}:{node.lineno} {node.name} ({n} lines)")
+    return found
+
+
+def test_no_function_over_80_lines_and_no_module_over_400():
+    assert too_long(PACKAGE) == []
+
+
+def test_the_size_guard_names_what_is_too_long(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (pkg / "long.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}\n")
+    (pkg / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (pkg / "fine.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert too_long(pkg) == [
+        f"pkg/big.py: module of {MAX_MODULE_LINES + 1} lines",
+        f"pkg/long.py:5 long ({MAX_FUNCTION_LINES + 1} lines)",
+    ]
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules (tests/test_*.py) that ``path`` imports, by module name."""
+    names = {p.stem for p in path.parent.glob("test_*.py")}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            modules = [base] if base else [alias.name for alias in node.names]
+            if base in ("", "tests"):  # from . import test_x; from tests import test_x
+                modules += [alias.name for alias in node.names]
+        else:
+            continue
+        found += [m for m in modules if m.split(".")[-1] in names]
+    return sorted(set(found))
+
+
+def test_no_test_module_imports_another_test_module():
+    tests = sorted((ROOT / "tests").glob("test_*.py"))
+    assert len(tests) > 10
+    offenders = {p.name: imported_test_modules(p) for p in tests if imported_test_modules(p)}
+    assert offenders == {}
+
+
+def test_the_import_guard_names_a_test_module_imported(tmp_path):
+    (tmp_path / "test_a.py").write_text("def helper():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("from test_a import helper\n")
+    (tmp_path / "test_c.py").write_text("from tests.test_a import helper\nimport run_helpers\n")
+    (tmp_path / "test_d.py").write_text("from . import test_a\nimport tests.test_b\n")
+    assert imported_test_modules(tmp_path / "test_b.py") == ["test_a"]
+    assert imported_test_modules(tmp_path / "test_c.py") == ["tests.test_a"]
+    assert imported_test_modules(tmp_path / "test_d.py") == ["test_a", "tests.test_b"]
+    assert imported_test_modules(tmp_path / "test_a.py") == []
+
+
+# --- one owner for each step of training --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def watched_training(tmp_path_factory) -> dict:
+    """``attnlab train preset=tiny train.steps=2`` in this process (the session's own
+    ``train``), counting the config checks and the reader's builds (meta device or not), and
+    recording every attribute of the trainer set from outside its own methods once built."""
+    import torch
+
+    from attnlab.models import registry
+    from attnlab.tasks.compose import compose
+    from attnlab.training import prepare, session
+    from attnlab.training.trainer import Trainer
+
+    seen: dict = {"checks": 0, "builds": [], "outside": []}
+    check_training, build = prepare.check_training, registry.build
+
+    def counted_check(cfg):
+        seen["checks"] += 1
+        return check_training(cfg)
+
+    def counted_build(*args, **kwargs):
+        reader = build(*args, **kwargs)
+        seen["builds"].append(next(reader.parameters()).device.type)
+        return reader
+
+    class Watched(Trainer):
+        built = False
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.built = True
+
+        def __setattr__(self, name, value):
+            caller = sys._getframe(1)
+            if self.built and caller.f_locals.get("self") is not self:
+                seen["outside"].append(f"{name} (set in {caller.f_code.co_name})")
+            super().__setattr__(name, value)
+
+    cfg = compose(["preset=tiny", "train.steps=2", "train.threads=1", "train.progress=plain"])
+    run = tmp_path_factory.mktemp("house") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prepare, "check_training", counted_check)
+        mp.setattr(session, "check_training", counted_check)
+        mp.setattr("attnlab.training.trainer.check_training", counted_check)
+        mp.setattr(registry, "build", counted_build)
+        mp.setattr(session, "Trainer", Watched)
+        threads = torch.get_num_threads()
+        try:
+            seen["metrics"] = session.train(cfg, run)
+        finally:
+            torch.set_num_threads(threads)
+    seen["run"] = run
+    return seen
+
+
+def test_a_training_command_checks_its_config_once(watched_training):
+    assert watched_training["metrics"]["step"] == 2  # it trained, to its end
+    assert (watched_training["run"] / "metrics.json").is_file()
+    assert watched_training["checks"] == 1
+    # the reader: once on the meta device for its size, once to train
+    builds = watched_training["builds"]
+    assert len(builds) == 2 and builds[0] == "meta" and builds[1] != "meta", builds
+
+
+def test_nobody_patches_a_trainer_once_built(watched_training):
+    assert watched_training["metrics"]["step"] == 2
+    assert watched_training["outside"] == []
+
+
+def test_no_module_assigns_to_a_trainer_it_built():
+    """Across attnlab/ and scripts/: a name bound to ``Trainer(...)`` never has an attribute
+    assigned (what the trainer needs goes to its constructor)."""
+    found = []
+    for path in _sources(PACKAGE) + _sources(ROOT / "scripts"):
+        text = path.read_text()
+        if "Trainer(" not in text:
+            continue
+        for fn in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            built = {
+                t.id
+                for node in ast.walk(fn)
+                if isinstance(node, ast.Assign) and _calls(node.value, "Trainer")
+                for t in node.targets
+                if isinstance(t, ast.Name)
+            }
+            for node in ast.walk(fn):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                targets = [node.target] if isinstance(node, ast.AugAssign) else targets
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) in built:
+                        found.append(f"{path.relative_to(ROOT)}:{t.lineno} {t.value.id}.{t.attr}")
+    assert found == []
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
