@@ -17,7 +17,7 @@ another format), or that holds a bank of another shape than the config's (``Shap
 height, characters, variants, blur levels, renderings), is rebuilt and replaced, with one
 warning line; a folder that cannot be written (read-only, full disk) is passed over: the
 cache never fails a command, and never changes what it computes.
-Its files are written whole (``attnlab.runs.io.atomic_write``), with the mode the umask gives.
+Its files are written whole (``attnlab.io.atomic_write``), with the mode the umask gives.
 It holds at most ``KEEP`` banks: storing another removes the least recently used.
 """
 

@@ -140,7 +140,7 @@ def check_meta(meta: Any, where: str) -> dict:
             ins = subset
         if entry["inputs"] != ins or entry["outputs"] != outs:
             raise UserError(f"{at}: inputs/outputs {entry['inputs']} -> {entry['outputs']} "
-                            f"are not a {meta['kind']} reader's {ins} -> {outs}")  # fmt: skip
+                            f"are not the {meta['kind']} reader's {ins} -> {outs}")  # fmt: skip
     return meta
 
 

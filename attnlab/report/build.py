@@ -3,7 +3,7 @@ tensorboard/ (HParams: one session per run).
 
 Only reads run directories (through attnlab.runs.rundir) and never imports torch itself; the
 reader registry, which does, is consulted lazily for reader order, colours and descriptions.
-Every file is written whole or not at all (attnlab.runs.io), with the umask's usual mode.
+Every file is written whole or not at all (attnlab.io), with the umask's usual mode.
 """
 
 from __future__ import annotations
