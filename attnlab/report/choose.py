@@ -67,5 +67,5 @@ def resolve(name: str, labels: list[str]) -> str:
             "(add the reader or another key=value)"
         )
     raise CompareRefused(
-        f"--compare {name!r}: no variant matches; the variants are: {'; '.join(labels) or 'none'}"
+        f"--compare {name!r}: no such variant; the variants are: {'; '.join(labels) or 'none'}"
     )
