@@ -86,9 +86,13 @@ def test_nothing_to_pair_is_said_in_one_line(tmp_path):
     run_with(tmp_path / "runs" / "one", 0, readings={3: [1, 0]})
     said = []
     build_report([tmp_path / "runs"], tmp_path / "r", say=said.append)
-    assert len(said) == 1 and said[0].startswith("not compared: train 1-8, eval synthetic-greedy")
-    assert "only fixed was evaluated here" in said[0]
-    assert f"- {said[0]}" in (tmp_path / "r" / "summary.md").read_text()
+    assert said == [
+        "no paired differences: train 1-8, eval synthetic-greedy: only fixed was evaluated "
+        "here: nothing to pair it with (paired differences need two readers, or two variants "
+        "of one reader, read on the same strips)"
+    ]
+    note = said[0].replace("no paired differences: ", "- not compared: ")
+    assert note in (tmp_path / "r" / "summary.md").read_text()
     assert (
         "only fixed was evaluated here: nothing to pair"
         in (tmp_path / "r" / "index.html").read_text()

@@ -266,5 +266,11 @@ def _write(
         data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best,
     )  # fmt: skip
     write_text(out_dir / INDEX, page)
-    unpaired = [f"not compared: {n}" for n in compare_notes if compare_pair is None]
+    unpaired = []
+    if diffs.empty and compare_notes:  # nothing was paired: why, in one line
+        more = len(compare_notes) - 1
+        unpaired.append(
+            f"no paired differences: {compare_notes[0]}"
+            + (f" ({more} more reason(s) in summary.md)" if more else "")
+        )
     return [*unpaired, *(b.line() for b in best)]
