@@ -11,7 +11,7 @@ torch is imported only where a registry or a metric declaration needs it (`reade
 `probes`), lazily, when there is something to show.
 
 With five or more seeds a band is a 95% Student-t interval of the mean; with fewer it is the
-min-max range of the seeds, and every table and plot says which one it shows.
+min-max range of the seeds (one seed: none), and every table and plot says which one it shows.
 """
 
 from attnlab.report.aggregate import AGG_COLUMNS, MIN_SEEDS_T, aggregate, t_quantile_975

@@ -5,8 +5,9 @@ configuration are aggregated, and a seed that appears twice counts once.
 
 Every per-length metric of `attnlab.evaluation.metrics.METRICS` is aggregated over seeds, so
 a metric added there reaches summary.csv without a change here. With `MIN_SEEDS_T` or more seeds the
-band is a 95% Student-t interval of the mean; with fewer it is the min-max of the seeds, and
-the `interval` column (and every table and plot) says which one it shows.
+band is a 95% Student-t interval of the mean; with fewer it is the min-max of the seeds; with
+one seed there is no band (its columns stay empty, NaN), and the `interval` column (and every
+table and plot) says which one it shows.
 """
 
 from __future__ import annotations
@@ -68,12 +69,18 @@ def t_quantile_975(df: int) -> float:
     return _Z975  # pragma: no cover
 
 
+ONE_SEED = "none"  # the interval kind of one seed: no band, no interval
+
+
 def interval_kind(n_seeds: int) -> str:
+    if n_seeds <= 1:
+        return ONE_SEED
     return "t95" if n_seeds >= MIN_SEEDS_T else "min-max"
 
 
 def band_words(kind: str) -> str:
-    return "95% t-interval of the mean" if kind == "t95" else "min-max over seeds"
+    words = {"t95": "95% t-interval of the mean", ONE_SEED: "none (1 seed)"}
+    return words.get(kind, "min-max over seeds")
 
 
 def seeds_text(counts: list[int]) -> str:
@@ -97,6 +104,8 @@ def seed_band(values: np.ndarray, metric: Metric) -> tuple[float, float, float]:
     if metric.seeds == "sum":
         return float(values.sum()), math.nan, math.nan
     mean = float(values.mean())
+    if interval_kind(n) == ONE_SEED:  # one value is no interval: [8.3, 8.3] would say it is
+        return mean, math.nan, math.nan
     if interval_kind(n) == "min-max":
         return mean, float(values.min()), float(values.max())
     half = t_quantile_975(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)

@@ -19,13 +19,13 @@ import pandas as pd
 from attnlab.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.calibration import calibration
+from attnlab.report.choose import parse_choice, resolve
 from attnlab.report.compare import (
     COLUMNS,
     METHOD,
     CompareRefused,
     compare,
     default_pairs,
-    resolve,
     sides,
 )
 from attnlab.report.datacurve import DATA_NEEDS_CSV, data_needs, data_needs_tables
@@ -37,12 +37,14 @@ from attnlab.report.findings import findings
 from attnlab.report.gallery import gallery
 from attnlab.report.hparams import TENSORBOARD, write_hparams
 from attnlab.report.html import Section, render_index
+from attnlab.report.objectives import best_runs, objectives
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
 from attnlab.report.tables import (
     comparison_tables,
     data_needs_markdown,
+    objectives_markdown,
     summary_md,
     summary_table,
 )
@@ -61,12 +63,14 @@ def comparisons(
     warn: Callable[[str], object] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Paired differences of every training range and evaluation: the default pairs (the
-    baseline reader against every other reader), or only `chosen` (A, B). Returns the rows
-    and, for pairs that cannot be paired, one line each on why (for `chosen`, also said
-    through `warn`). A chosen pair that does not exist, names one variant twice, or can be
-    paired in no evaluation is a ReportError."""
+    baseline reader, or the first reader there, against every other reader; the variants of
+    one reader against each other: compare.default_pairs), or only `chosen` (A, B). Returns
+    the rows and one line each on why a pair cannot be paired or nothing is paired (for
+    `chosen`, also said through `warn`). A chosen pair that does not exist, names one
+    variant twice, or can be paired in no evaluation is a ReportError."""
     frames, notes = [], []
     labels = ordered_variants(r.variant for g in groups for r in g.runs if r.evals)
+    trains = None
     if chosen is not None:
         try:
             resolved = (resolve(chosen[0], labels), resolve(chosen[1], labels))
@@ -77,12 +81,17 @@ def comparisons(
                 f"--compare {chosen[0]!r} {chosen[1]!r}: both name the variant {resolved[0]!r}; "
                 "name two different variants"
             )
+        named = {parse_choice(c)[0] for c in chosen} - {None}
+        trains = named or None  # "train 1-8 · ..." as the sweep prints it: that range only
         chosen = resolved
     for group in groups:
+        if trains is not None and group.train not in trains:
+            continue
         for name in group.evals:
             by_variant = sides(group.runs, name)
             if chosen is None:
-                pairs = default_pairs(by_variant, baseline())
+                pairs, why = default_pairs(by_variant, baseline())
+                notes += [f"train {group.train}, eval {name}: {w}" for w in why]
             else:
                 pairs = [chosen] if all(v in by_variant for v in chosen) else []
             for a, b in pairs:
@@ -110,8 +119,12 @@ def build_report(
     out_dir: Path,
     compare_pair: tuple[str, str] | None = None,
     warn: Callable[[str], object] | None = None,
+    say: Callable[[str], object] | None = None,
 ) -> Path:
     """Write the report of every run under `paths` into `out_dir`; returns index.html's path.
+
+    Through `say`, once the report is in place, the lines a user should read at once: why
+    nothing could be paired, and the best run of each sweep by its objective.
 
     Raises ReportError when a path does not exist, no run is found under `paths`, or
     `compare_pair` names variants that cannot be compared (an evaluation of theirs that
@@ -134,10 +147,12 @@ def build_report(
     except OSError as err:
         raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
     try:
-        _write(paths, runs, work, compare_pair, warn)
+        lines = _write(paths, runs, work, compare_pair, warn)
         _swap_in(work, out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    for line in lines if say is not None else []:
+        say(line)
     return out_dir / INDEX
 
 
@@ -185,8 +200,11 @@ def _write(
     out_dir: Path,
     compare_pair: tuple[str, str] | None,
     warn: Callable[[str], object] | None,
-) -> Path:
+) -> list[str]:
+    """Write every file of the report into `out_dir`; returns the lines to say at once."""
+    values = objectives(runs)
     dup_notes = assign_variants(runs)
+    best = best_runs(runs, values)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
     groups = train_groups(runs, agg)
@@ -236,7 +254,7 @@ def _write(
             tables,
             dup_notes,
             said,
-            probe_lines + curve_md,
+            probe_lines + curve_md + objectives_markdown(best),
             compared,
             compare_notes,
             METHOD,
@@ -245,6 +263,14 @@ def _write(
     page = render_index(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
         explorer=explorer(runs), data_needs=curve, data_needs_notes=needs_notes,
-        data_needs_method=DATA_NEEDS_METHOD,
+        data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best,
     )  # fmt: skip
-    return write_text(out_dir / INDEX, page)
+    write_text(out_dir / INDEX, page)
+    unpaired = []
+    if diffs.empty and compare_notes:  # nothing was paired: why, in one line
+        more = len(compare_notes) - 1
+        unpaired.append(
+            f"no paired differences: {compare_notes[0]}"
+            + (f" ({more} more reason(s) in summary.md)" if more else "")
+        )
+    return [*unpaired, *(b.line() for b in best)]

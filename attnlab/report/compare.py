@@ -28,7 +28,8 @@ import pandas as pd
 
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.discover import RunInfo
-from attnlab.report.variants import reader_of
+from attnlab.report.reader_styles import ordered
+from attnlab.report.variants import ordered_variants
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir, RunFileError
 
 N_BOOT = 2000
@@ -261,23 +262,23 @@ def sides(group_runs: list[RunInfo], eval_name: str) -> dict[str, Side]:
     return out
 
 
-def default_pairs(variants: dict[str, Side], baseline: str | None) -> list[tuple[str, str]]:
-    """(A, B) pairs the report compares unasked: the baseline reader's variant against every
-    variant of another reader, matched on the swept keys when the baseline has several."""
-    if baseline is None:
-        return []
-    base = [v for v, s in variants.items() if s.runs[0].reader_name == baseline]
+MAX_WITHIN = 6  # a reader with more variants (a sweeper's study) is compared only on request
+
+
+def _swept(side: Side) -> dict[str, str]:
+    return side.runs[0].swept
+
+
+def _cross_pairs(variants: dict[str, Side], reference: str) -> list[tuple[str, str]]:
+    """The reference reader's variant against every variant of another reader, matched on
+    the swept keys when the reference has several."""
+    base = [v for v, s in variants.items() if s.runs[0].reader_name == reference]
     pairs = []
     for label, side in variants.items():
-        if side.runs[0].reader_name == baseline or not base:
+        if side.runs[0].reader_name == reference or not base:
             continue
-        swept = side.runs[0].swept
-        match = [
-            v
-            for v in base
-            if all(variants[v].runs[0].swept.get(k) == x for k, x in swept.items())
-            and all(swept.get(k) == x for k, x in variants[v].runs[0].swept.items())
-        ]
+        swept = _swept(side)
+        match = [v for v in base if _swept(variants[v]) == swept]
         if len(base) == 1:
             match = base
         if len(match) == 1:
@@ -285,13 +286,51 @@ def default_pairs(variants: dict[str, Side], baseline: str | None) -> list[tuple
     return pairs
 
 
-def resolve(name: str, labels: list[str]) -> str:
-    """A variant named on the command line: its exact label, or a reader with one variant."""
-    if name in labels:
-        return name
-    of_reader = [v for v in labels if reader_of(v) == name]
-    if len(of_reader) == 1:
-        return of_reader[0]
-    raise CompareRefused(
-        f"--compare {name!r}: no such variant; the variants are: {'; '.join(labels) or 'none'}"
-    )
+def _within_pairs(labels: list[str], variants: dict[str, Side]) -> list[tuple[str, str]]:
+    """Variants of one reader, in order: each against the one before it that differs from
+    it in exactly one swept key (16 -> 64 -> 256 of a width: A the later, B the earlier)."""
+    pairs = []
+    for i, a in enumerate(labels):
+        sa = _swept(variants[a])
+        for b in reversed(labels[:i]):
+            sb = _swept(variants[b])
+            if sum(sa.get(k) != sb.get(k) for k in {*sa, *sb}) == 1:
+                pairs.append((a, b))
+                break
+    return pairs
+
+
+def default_pairs(
+    variants: dict[str, Side], baseline: str | None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(A, B) pairs the report compares unasked, and why nothing is paired when nothing is.
+
+    Across readers: the baseline reader (the first reader present, in registry order, when
+    the baseline is not in the report) against every variant of another reader. Within a
+    reader with 2 to `MAX_WITHIN` variants: each variant against its neighbour in one
+    swept key."""
+    readers = ordered(s.runs[0].reader_name for s in variants.values())
+    if not readers:
+        return [], []
+    reference = baseline if baseline in readers else readers[0]
+    pairs = _cross_pairs(variants, reference)
+    notes = []
+    for reader in readers:
+        mine = ordered_variants(v for v, s in variants.items() if s.runs[0].reader_name == reader)
+        if len(mine) > MAX_WITHIN:
+            notes.append(
+                f"{reader} has {len(mine)} variants, too many to pair each unasked: "
+                "name two with attnlab report --compare A B"
+            )
+        elif len(mine) > 1:
+            pairs += _within_pairs(mine, variants)
+    if not pairs and not notes:
+        only = next(iter(variants))
+        notes.append(
+            f"only {only} was evaluated here: nothing to pair it with (paired differences "
+            "need two readers, or two variants of one reader, read on the same strips)"
+            if len(variants) == 1
+            else f"no two of {'; '.join(variants)} differ in one thing only: name two "
+            "with attnlab report --compare A B"
+        )
+    return pairs, notes

@@ -130,12 +130,31 @@ def explorer_data(runs: list[RunInfo]) -> tuple[dict[str, Any] | None, list[str]
                     row["reads"] = [row["reads"].get(i) for i in range(len(views))]
                 split = "seen" if length in seen else "unseen"
                 lengths.append({"length": length, "split": split, "strips": rows})
-            evals.append({"eval": name, "views": views, "lengths": lengths, "left_out": left_out})
+            evals.append(
+                {"eval": name, "views": views, "lengths": lengths, "left_out": left_out,
+                 "start": start(lengths)}
+            )  # fmt: skip
         if evals:
             groups.append({"train": train, "evals": evals})
     if not groups:
         return None, notes
     return {"trains": groups, "images": images}, notes
+
+
+def start(lengths: list[dict[str, Any]]) -> dict[str, int]:
+    """Where the explorer opens: the longest seen length (the longest length when none is
+    seen), on its first strip where the readers disagree, else its first failure, else its
+    first strip. Indices into `lengths` and into that length's strips."""
+    seen = [i for i, entry in enumerate(lengths) if entry["split"] == "seen"]
+    li = seen[-1] if seen else len(lengths) - 1
+    strips = lengths[li]["strips"] if lengths else []
+
+    def readings(s: dict[str, Any]) -> list[str]:
+        return [r["reading"] for r in s["reads"] if r is not None]
+
+    disagree = [i for i, s in enumerate(strips) if len(set(readings(s))) > 1]
+    wrong = [i for i, s in enumerate(strips) if any(r != s["truth"] for r in readings(s))]
+    return {"length": max(li, 0), "strip": (disagree or wrong or [0])[0]}
 
 
 def script_json(data: Any) -> str:

@@ -24,7 +24,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from attnlab.evaluation.metrics import METRICS, TOTAL, Metric
 from attnlab.report.aggregate import TrainGroup, band_columns, band_words, seeds_text
-from attnlab.report.variants import ordered_variants, reader_of, styles
+from attnlab.report.variants import ordered_variants, styles, variant_colours
 
 SEEN_SHADE = {"color": "0.85", "alpha": 0.6}
 
@@ -121,11 +121,12 @@ def _metric_panel(
     lengths = sorted(rows["length"].unique())
     _mark_seen(ax, lengths, seen)
     style = styles(rows["variant"])
+    shade = variant_colours(rows["variant"], colours)
     for variant in ordered_variants(rows["variant"]):
         part = rows[rows["variant"] == variant].dropna(subset=[metric.name]).sort_values("length")
         if part.empty:  # a metric this reader lacks is left out, not drawn as zero
             continue
-        colour = colours[part["reader"].iloc[0]]
+        colour = shade[variant]
         label = f"{variant} ({seeds_text(list(part['n_seeds']))})"
         line, marker = style[variant]
         ax.plot(
@@ -154,80 +155,101 @@ def _metric_panel(
         ax.set_ylim(bottom=0, top=max(1.0 if scale > 1 else 0.1, scale * float(top) * 1.12))
 
 
+def legend_below(fig: Figure, handles: list, labels: list[str], **kw) -> None:
+    """The figure's one legend, below its axes, where it cannot cover a curve (savefig's
+    tight bounding box takes it in)."""
+    ncol = max(1, min(3, len(labels)))
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
+               fontsize=9, frameon=False, **kw)  # fmt: skip
+
+
+def accuracy_figure(group: TrainGroup, name: str, colours: Mapping[str, str]) -> Figure | None:
+    """Every metric with ``plot=True`` against length for one evaluation; None without one."""
+    rows = group.agg[(group.agg["eval"] == name) & (group.agg["length"] != TOTAL)].copy()
+    rows["length"] = rows["length"].astype(int)
+    shown = [m for m in METRICS if m.plot and rows[m.name].notna().any()]
+    if not shown:
+        return None
+    ncols = min(2, len(shown))
+    nrows = math.ceil(len(shown) / ncols)
+    fig = Figure(figsize=(11, 4.2 * nrows))
+    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    for ax, metric in zip(axes, shown, strict=False):
+        _metric_panel(ax, rows, metric, colours, set(group.seen))
+    for ax in axes[len(shown) :]:
+        ax.set_visible(False)
+    handles, labels = {}, {}
+    for ax in axes[: len(shown)]:  # every variant once, whichever panel draws it
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
+            labels.setdefault(label, label)
+    hs = [*handles.values(), Patch(label="seen lengths", **SEEN_SHADE)]
+    band = " / ".join(band_words(k) for k in sorted(set(rows["interval"]) - {""}))
+    fig.suptitle(f"Trained on lengths {group.train} · eval {name} · band: {band}")
+    tight_layout(fig)
+    legend_below(fig, hs, [*labels.values(), "seen lengths"])
+    return fig
+
+
 @plot("accuracy")
 def accuracy_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
-    """Per evaluation: every metric with ``plot=True`` against length, one line per reader."""
+    """Per evaluation: every metric with ``plot=True`` against length, one line per variant."""
     plots = []
     for name in group.evals:
-        rows = group.agg[(group.agg["eval"] == name) & (group.agg["length"] != TOTAL)].copy()
-        rows["length"] = rows["length"].astype(int)
-        shown = [m for m in METRICS if m.plot and rows[m.name].notna().any()]
-        if not shown:
-            continue
-        ncols = min(2, len(shown))
-        nrows = math.ceil(len(shown) / ncols)
-        fig = Figure(figsize=(11, 4.2 * nrows))
-        axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
-        for ax, metric in zip(axes, shown, strict=False):
-            _metric_panel(ax, rows, metric, colours, set(group.seen))
-        for ax in axes[len(shown) :]:
-            ax.set_visible(False)
-        handles, labels = axes[0].get_legend_handles_labels()
-        handles.append(Patch(label="seen lengths", **SEEN_SHADE))
-        axes[0].legend(handles, [*labels, "seen lengths"], loc="lower left", fontsize=9)
-        band = " / ".join(band_words(k) for k in sorted(set(rows["interval"]) - {""}))
-        title = f"Trained on lengths {group.train} · eval {name} · band: {band}"
-        fig.suptitle(title)
-        tight_layout(fig)
-        plots.append(Plot(file_name("accuracy", group.train, name), title, png_bytes(fig)))
+        fig = accuracy_figure(group, name, colours)
+        if fig is not None:
+            title = fig.get_suptitle()
+            plots.append(Plot(file_name("accuracy", group.train, name), title, png_bytes(fig)))
     return plots
 
 
 # --------------------------------------------------------------------------- training curves
 
 
-@plot("training")
-def training_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
-    """Training loss and validation accuracy against step, one line per run."""
+def training_figure(group: TrainGroup, colours: Mapping[str, str]) -> Figure | None:
+    """Training loss and validation accuracy against step, one line per run; None without
+    any history."""
     runs = [r for r in group.runs if r.history is not None]
     if not runs:
-        return []
+        return None
     fig = Figure(figsize=(11, 3.8))
     ax_loss, ax_acc = fig.subplots(1, 2)
     positive = True
-    style = styles(r.variant or r.reader_name for r in runs)
-    for run in runs:
+    labels = [r.variant or r.reader_name for r in runs]
+    style = styles(labels)
+    shade = variant_colours(labels, colours)
+    for run, label in zip(runs, labels, strict=True):
         hist = run.history
-        colour = colours[run.reader_name]
-        ls = style[run.variant or run.reader_name][0]
+        colour, ls = shade[label], style[label][0]
         if "loss" in hist.columns:
             loss = hist[["step", "loss"]].dropna()
             positive &= bool((loss["loss"] > 0).all())
             ax_loss.plot(loss["step"], loss["loss"], color=colour, ls=ls, alpha=0.8, lw=1.2)
         if "val_exact_acc" in hist.columns:
             acc = hist[["step", "val_exact_acc"]].dropna()
-            ax_acc.plot(
-                acc["step"],
-                100 * acc["val_exact_acc"],
-                color=colour,
-                ls=ls,
-                alpha=0.8,
-                lw=1.2,
-                marker=".",
-            )
+            ax_acc.plot(acc["step"], 100 * acc["val_exact_acc"], color=colour, ls=ls,
+                        alpha=0.8, lw=1.2, marker=style[label][1], ms=3)  # fmt: skip
     if positive:
         ax_loss.set_yscale("log")
     ax_loss.set(xlabel="step", ylabel="training loss", title="Training loss")
     ax_acc.set(xlabel="step", ylabel="validation exact accuracy (%)", title="Validation accuracy")
     ax_acc.set_ylim(-2, 102)
-    handles = [
-        Line2D([], [], color=colours[reader_of(v)], ls=style[v][0], label=v)
-        for v in ordered_variants(style)
-    ]
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)
-        ax.legend(handles=handles, fontsize=9, title="variant (one line per run)")
-    title = f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)"
-    fig.suptitle(title)
+    order = ordered_variants(style)
+    handles = [
+        Line2D([], [], color=shade[v], ls=style[v][0], marker=style[v][1], ms=3) for v in order
+    ]
+    fig.suptitle(f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)")
     tight_layout(fig)
-    return [Plot(file_name("training", group.train), title, png_bytes(fig))]
+    legend_below(fig, handles, order, title="variant (one line per run)")
+    return fig
+
+
+@plot("training")
+def training_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
+    """Training loss and validation accuracy against step, one line per run."""
+    fig = training_figure(group, colours)
+    if fig is None:
+        return []
+    return [Plot(file_name("training", group.train), fig.get_suptitle(), png_bytes(fig))]

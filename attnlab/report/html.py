@@ -88,6 +88,8 @@ def render_index(
     data_needs: list[SummaryTable] | None = None,  # report.datacurve: data.limit swept
     data_needs_notes: list[str] | None = None,
     data_needs_method: str = "",
+    objectives: dict | None = None,  # report.objectives: run path -> its objective
+    best: list | None = None,  # report.objectives.Best: the best run of each sweep
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -113,5 +115,8 @@ def render_index(
             data_needs=data_needs or [],
             data_needs_notes=data_needs_notes or [],
             data_needs_method=data_needs_method,
+            objectives=objectives or {},
+            best=best or [],
+            best_paths={b.run.path for b in best or []},
         )
     )

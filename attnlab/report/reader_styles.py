@@ -8,10 +8,11 @@ not know (a plugin not loaded in this process) come after the known ones, by nam
 
 from __future__ import annotations
 
+import colorsys
 from collections.abc import Iterable
 from types import ModuleType
 
-from matplotlib.colors import to_hex
+from matplotlib.colors import to_hex, to_rgb
 
 from attnlab.errors import UserError
 
@@ -65,6 +66,22 @@ def colours(readers: Iterable[str]) -> dict[str, str]:
     unknown = [r for r in names if r not in known]
     index = {r: known.index(r) if r in known else len(known) + unknown.index(r) for r in names}
     return {r: to_hex(PALETTE[i % len(PALETTE)]) for r, i in index.items()}
+
+
+def shades(base: str, k: int) -> list[str]:
+    """`k` colours of one family: the reader's colour, darker to lighter and a little apart
+    in hue, so that each variant of a reader has its own colour and still reads as that
+    reader's. One shade is the colour itself."""
+    if k <= 1:
+        return [to_hex(base)]
+    h, light, sat = colorsys.rgb_to_hls(*to_rgb(base))
+    out = []
+    for i in range(k):
+        t = i / (k - 1) - 0.5  # -0.5 .. 0.5
+        lightness = min(0.8, max(0.18, light + 0.5 * t))
+        hue = (h + 0.08 * t) % 1.0
+        out.append(to_hex(colorsys.hls_to_rgb(hue, lightness, min(1.0, sat * 1.05))))
+    return out
 
 
 def description(reader: str) -> str:

@@ -19,10 +19,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from attnlab.evaluation.metrics import TOTAL
-from attnlab.report.aggregate import band_words
+from attnlab.report.aggregate import band_words, interval_kind
 from attnlab.report.discover import RunInfo
-from attnlab.report.figures import Plot, file_name, png_bytes, tight_layout
-from attnlab.report.variants import SEP, styles
+from attnlab.report.figures import Plot, file_name, legend_below, png_bytes, tight_layout
+from attnlab.report.short_numbers import short_number
+from attnlab.report.variants import SEP, styles, variant_colours
 
 # Keys that count strips (data.limit: the data-needs curve): drawn on a log x axis whatever
 # their span, and a run without a count (null: the whole pool, e.g. the run fine-tuned
@@ -142,6 +143,7 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
     # a number of strips (data.limit: the data-needs curve) is read on a log axis at any span
     log = min(xs) > 0 and (max(xs) / min(xs) >= 10 or key in COUNT_KEYS)
     style = styles(lines)
+    shade = variant_colours(lines, colours)
     kinds = set()
     for ax, (title, panel) in zip(axes, PANELS, strict=True):
         if not any(panel in p.values for line in lines.values() for p in line):
@@ -157,8 +159,8 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
             y = [100 * v[0] for _, v in got]
             lo = [100 * v[1] for _, v in got]
             hi = [100 * v[2] for _, v in got]
-            kinds |= {"t95" if v[3] >= 5 else "min-max" for _, v in got}
-            colour = colours.get(line[0].reader, "0.3")
+            kinds |= {interval_kind(v[3]) for _, v in got}
+            colour = shade[label]
             ls, marker = style[label]
             ax.plot(x, y, ls=ls, marker=marker, ms=5, color=colour, label=label)
             ax.fill_between(x, lo, hi, color=colour, alpha=0.15, lw=0)
@@ -169,11 +171,19 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
             ax.xaxis.set_minor_locator(NullLocator())  # only the swept values are labelled
         ticks = sorted(set(xs))
         ax.set_xticks(ticks)
-        ax.set_xticklabels([f"{t:g}" for t in ticks])
+        crowded = len(ticks) > 5  # a sweeper's many values: slanted, so they do not overlap
+        ax.set_xticklabels(
+            [short_number(t, ticks) for t in ticks],
+            rotation=40 if crowded else 0, ha="right" if crowded else "center",
+        )  # fmt: skip
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="best")
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, h)
     band = " / ".join(band_words(k) for k in sorted(kinds))
     title = f"Exact accuracy against {key} · eval {name} · band: {band or 'none'}"
     fig.suptitle(title)
     tight_layout(fig)
+    legend_below(fig, list(handles.values()), list(handles))
     return fig

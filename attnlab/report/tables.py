@@ -15,6 +15,7 @@ import pandas as pd
 from attnlab.evaluation.metrics import METRIC, TOTAL, Metric
 from attnlab.report.aggregate import (
     MIN_SEEDS_T,
+    ONE_SEED,
     TrainGroup,
     band_columns,
     band_words,
@@ -78,10 +79,11 @@ def summary_table(group: TrainGroup) -> SummaryTable:
                     for k in index
                 ]
             )
-        kinds = sorted(set(part["interval"]) - {""})
+        kinds = sorted(set(part["interval"]) - {"", ONE_SEED})
+        interval = " / ".join(band_words(k) for k in kinds)
         table.notes.append(
             f"{head}: {seeds_text(list(part['n_seeds']))}, "
-            f"interval {' / '.join(band_words(k) for k in kinds)}"
+            + (f"interval {interval}" if interval else "no interval (one seed)")
         )
     for (length, split), cells in zip(index, zip(*values, strict=True), strict=True):
         table.rows.append(Row(list(cells), split, length == TOTAL))
@@ -169,7 +171,7 @@ def summary_md(
         f"Aggregated {len(runs)} run(s) under: {', '.join(f'`{p}`' for p in paths)}.",
         "Values are percents: seed mean [interval]. With >= "
         f"{MIN_SEEDS_T} seeds the interval is a 95% t-interval of the mean, otherwise the "
-        "min-max over seeds.",
+        "min-max over seeds; with one seed there is no interval.",
         "",
     ]
     if not tables:
@@ -218,3 +220,13 @@ def data_needs_markdown(tables: list[SummaryTable], notes: list[str]) -> list[st
         lines += [table.markdown(), ""]
     lines += [f"- not paired: {_md_escape(n)}" for n in notes]
     return lines + ([""] if notes else [])
+
+
+def objectives_markdown(best: list) -> list[str]:
+    """summary.md's lines on the sweepers' objectives (report.objectives): the best run of
+    each sweep; none when no run carries an objective."""
+    if not best:
+        return []
+    lines = ["## Best runs by objective", ""]
+    lines += [f"- {_md_escape(b.line())}" for b in best]
+    return lines + ["", "Each run's value is in index.html's table of runs (objective.json).", ""]

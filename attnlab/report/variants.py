@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from omegaconf import OmegaConf
 
 from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
 from attnlab.report.discover import RunInfo
-from attnlab.report.reader_styles import reader_key
+from attnlab.report.reader_styles import reader_key, shades
+from attnlab.report.short_numbers import short_forms
 
 # The keys that do not make a variant: the seed (the seeds of a variant are counted, not
 # compared) and the keys that cannot change a result (attnlab.config.keys).
@@ -94,10 +95,20 @@ def assign_variants(runs: list[RunInfo]) -> list[str]:
             run.swept = {k: show_value(idents[i].get(k, UNSET)) for k in differ}
             if run.swept.get("init_from") in sources:
                 run.swept["init_from"] = sources[run.swept["init_from"]]
-            parts = [f"{k}={v}" for k, v in run.swept.items()]
-            label = SEP.join([run.reader_name, ", ".join(parts)])
-            run.variant = label if parts else run.reader_name
+    shorten(runs)
+    for run in runs:
+        parts = [f"{k}={v}" for k, v in run.swept.items()]
+        run.variant = SEP.join([run.reader_name, ", ".join(parts)]) if parts else run.reader_name
     return _mark_duplicates(runs)
+
+
+def shorten(runs: list[RunInfo]) -> None:
+    """Swept numbers in short form (report.short_numbers), one key's values across the
+    report kept apart: a learning rate of 16 digits is shown with 3, or as many as needed."""
+    for key in {k for r in runs for k in r.swept}:
+        short = short_forms(r.swept[key] for r in runs if key in r.swept)
+        for run in (r for r in runs if key in r.swept):
+            run.swept[key] = short[run.swept[key]]
 
 
 def source_names(values: Iterable[str]) -> dict[str, str]:
@@ -195,6 +206,19 @@ def styles(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
         i = count.get(reader_of(label), 0)
         count[reader_of(label)] = i + 1
         out[label] = (LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)])
+    return out
+
+
+def variant_colours(labels: Iterable[str], colours: Mapping[str, str]) -> dict[str, str]:
+    """A colour per variant: a reader with one variant keeps its colour, a reader with
+    several gives each its own shade of that colour (reader_styles.shades)."""
+    by_reader: dict[str, list[str]] = {}
+    for label in ordered_variants(labels):
+        by_reader.setdefault(reader_of(label), []).append(label)
+    out = {}
+    for reader, members in by_reader.items():
+        base = colours.get(reader, "#57606a")
+        out.update(zip(members, shades(base, len(members)), strict=True))
     return out
 
 

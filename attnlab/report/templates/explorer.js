@@ -16,7 +16,7 @@
     prev: $("ex-prev"), next: $("ex-next"), step: $("ex-step"), title: $("ex-strip-title"),
     views: $("ex-views"), matrix: $("ex-matrix"), note: $("ex-note")
   };
-  var state = { train: 0, evl: 0, length: 0, strip: null, step: 0, focus: 0 };
+  var state = { train: 0, evl: 0, length: 0, strip: null, step: 0, focus: 0, pick: null };
   var rowsCache = new Map();
 
   function el(tag, attrs, text) {
@@ -69,6 +69,26 @@
     return best;
   }
 
+  /* [from, to) pixels where a row looks: the peak column and its neighbours with at least
+     half the peak's weight, cut to the strip's width. */
+  function looked(row, stride, width) {
+    var p = peak(row), a = p, b = p;
+    while (a > 0 && row[a - 1] >= row[p] / 2) a--;
+    while (b < row.length - 1 && row[b + 1] >= row[p] / 2) b++;
+    return [Math.min(a * stride, width), Math.min((b + 1) * stride, width)];
+  }
+  /* The glyph (index into the spans) whose columns hold pixel x; -1 for none. */
+  function glyphAt(spans, x) {
+    for (var g = 0; g < (spans || []).length; g++) {
+      if (x >= spans[g][0] && x < spans[g][1]) return g;
+    }
+    return -1;
+  }
+  function glyphText(strip, g) {
+    return g < 0 ? "no glyph (between glyphs or past the last)" :
+      "glyph " + (g + 1) + " (" + strip.truth.charAt(g) + ")";
+  }
+
   function matches(strip) {
     var present = strip.reads.filter(function (r) { return r !== null; });
     var wrong = present.filter(function (r) { return !ok(r, strip.truth); }).length;
@@ -107,6 +127,9 @@
     state.focus = best < 0 ? 0 : best;  // the matrix of the first reader with weights
     options(ui.focus, views.map(function (v) { return v.label; }), state.focus);
     state.focus = Number(ui.focus.value);
+    var start = evaluation().start;  // the longest seen length, on a disagreement if any
+    state.length = start ? start.length : 0;
+    state.pick = start ? start.strip : null;
     fillLengths();
   }
   function fillLengths() {
@@ -120,6 +143,7 @@
   function fillStrips(reset) {
     var all = lengthEntry().strips, shown = listed();
     var keep = reset ? -1 : state.strip;
+    if (state.pick !== null) { keep = state.pick; state.pick = null; state.step = 0; }
     clear(ui.strips);
     shown.forEach(function (i) {
       var s = all[i];
@@ -179,10 +203,10 @@
       }));
     }
     (img.spans || []).forEach(function (sp, g) {
-      var now = g === state.step;
+      var now = g === state.step;  // the true glyph of this step: dashed, not filled
       svg.appendChild(sv("rect", {
         x: String(sp[0]), y: String(top), width: String(Math.max(1, sp[1] - sp[0])),
-        height: String(h), class: now ? "ex-span ex-span-now" : "ex-span"
+        height: String(h), class: now ? "ex-span ex-true" : "ex-span"
       }));
       svg.appendChild(sv("text", {
         x: String((sp[0] + sp[1]) / 2), y: String(top - 2), class: now ? "ex-glyph ex-now" : "ex-glyph"
@@ -196,16 +220,23 @@
     if (all && state.step < all.length) {
       var row = all[state.step], top1 = row[peak(row)] || 1, stride = read.stride || 1;
       for (var c = 0; c < row.length; c++) {
-        if (row[c] <= 0) continue;
+        var cw = Math.min(stride, w - c * stride);  // the last column ends with the strip
+        if (row[c] <= 0 || cw <= 0) continue;
         band.appendChild(sv("rect", {
-          x: String(c * stride), y: String(bandY), width: String(stride), height: String(bandH),
+          x: String(c * stride), y: String(bandY), width: String(cw), height: String(bandH),
           fill: colour, "fill-opacity": (row[c] / top1).toFixed(3), "data-col": String(c)
         }));
       }
-      var p = peak(row), x = (p + 0.5) * stride;
+      var p = peak(row), x = Math.min((p + 0.5) * stride, w), look = looked(row, stride, w);
       band.setAttribute("data-peak", String(p));
       band.appendChild(sv("path", {
         d: "M" + x + " " + (bandY + bandH) + " l-3 6 h6 z", class: "ex-peak"
+      }));
+      // where the reader looks: the peak's columns (at least half its weight), solid
+      svg.appendChild(sv("rect", {
+        x: String(look[0]), y: String(top), width: String(Math.max(1, look[1] - look[0])),
+        height: String(h), class: "ex-look", stroke: colour, fill: colour,
+        "data-from": String(look[0]), "data-to": String(look[1])
       }));
     }
     svg.appendChild(band);
@@ -261,11 +292,21 @@
       box.appendChild(el("div", { class: "ex-noattn muted" },
         v.reader + " has no attention to show: this reader has no attention weights."));
     } else if (state.step < all.length) {
-      var p = peak(all[state.step]);
+      var p = peak(all[state.step]), stride = read.stride || 1;
+      var img = D.images[strip.image] || {};
       box.appendChild(el("div", { class: "ex-peak-line muted" }, "attention peak: encoder column " +
-        p + " (pixels " + p * read.stride + "–" + ((p + 1) * read.stride - 1) + "), weight " +
+        p + " (pixels " + p * stride + "–" + ((p + 1) * stride - 1) + "), weight " +
         fmt(all[state.step][p])));
+      if (img.spans) {
+        var at = glyphAt(img.spans, Math.min((p + 0.5) * stride, (img.width || 1) - 0.5));
+        box.appendChild(el("div", { class: "ex-where" }, "looks at " + glyphText(strip, at) +
+          " · true glyph of this step: " + glyphText(strip, state.step < strip.truth.length ?
+          state.step : -1) + (at === state.step ? "" : " (not the same)")));
+      }
     }
+    box.appendChild(el("div", { class: "ex-key muted" }, v.has_weights && all ?
+      "solid box: where this reader looks at this step (the attention peak's columns); " +
+      "dashed box: the true glyph of this step" : "dashed box: the true glyph of this step"));
     return box;
   }
 
