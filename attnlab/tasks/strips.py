@@ -12,7 +12,10 @@ from attnlab.config import DataConfig, ExportConfig, PreviewConfig, seen_lengths
 from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
+from attnlab.models import registry
 from attnlab.runs.io import write_figure
+
+registry.discover()  # the readers' schemas: the config is composed as a training config
 
 
 def _sample(
