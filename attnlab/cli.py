@@ -202,17 +202,28 @@ def read(
 
 
 @app.command()
-def readers() -> None:
-    """The registered readers (model=NAME), with a line on each."""
-    from attnlab.models import registry
+def readers(
+    name: str = typer.Argument(None, help="One reader: its keys only (default: every reader)."),
+) -> None:
+    """The registered readers (model=NAME): a line on each, then its own config keys
+    (model.KEY=default, allowed values, what it does), then the keys every reader shares."""
+    from attnlab.config import ModelConfig
+    from attnlab.models import config_keys, registry
 
     try:
-        names = registry.names()
+        names = [registry.get(name).name] if name else registry.names()
     except UserError as err:
         fail(str(err))
     width = max(len(n) for n in names)
-    for name in names:
-        typer.echo(f"{name:<{width}}  {registry.get(name).description}")
+    for reader in names:
+        spec = registry.get(reader)
+        typer.echo(f"{reader:<{width}}  {spec.description}")
+        for line in config_keys.table(config_keys.keys_of(spec.config, below=ModelConfig)):
+            typer.echo(line)
+    typer.echo("every reader (the shared column encoder):")
+    for line in config_keys.table(config_keys.keys_of(ModelConfig)):
+        typer.echo(line)
+    typer.echo("Set one with model=NAME model.KEY=VALUE, e.g. model=transformer model.pos=rotary.")
 
 
 @app.command()

@@ -99,7 +99,7 @@ def run_task(
     except UserError as err:
         _fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:
-        _fail(f"config: {_missing_choice(err, prog) or _one_line(err)}")
+        _fail(f"config: {_plain_line(err, prog)}")
     except Exception as err:
         from attnlab.tasks.sweepers import raised_in_sweeper
 
@@ -122,6 +122,15 @@ def run_task(
         logging.captureWarnings(False)
         if not done:  # a refused (or failed) command leaves no empty directory it made
             outdirs.remove_created()
+
+
+def _plain_line(err: BaseException, prog: str) -> str:
+    """A composition error as one line; a missing choice or group said plainly, a reader's key
+    that is not there with where the keys are listed."""
+    line = _missing_choice(err, prog) or _one_line(err)
+    if "(key: model." in line and " not in '" in line:
+        line += "; attnlab readers lists each reader's own keys"
+    return line
 
 
 def _missing_choice(err: BaseException, prog: str) -> str | None:
