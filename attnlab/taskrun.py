@@ -145,7 +145,9 @@ def _missing_choice(err: BaseException, prog: str) -> str | None:
         choices = sorted(o for o in missing.options if not o.endswith(SCHEMA_SUFFIX))
         close = difflib.get_close_matches(name, choices, n=1)
         hint = f" (did you mean {group}={close[0]}?)" if close else ""
-        return f"{group}={name}: {group} has no {name!r}; choose one of: {', '.join(choices)}{hint}"
+        return (
+            f"{group}={name}: no config {group}/{name}; choose one of: {', '.join(choices)}{hint}"
+        )
     text = str(err)
     if "No match in the defaults list" in text and "Could not override '" in text:
         key = text.split("Could not override '", 1)[1].split("'", 1)[0]

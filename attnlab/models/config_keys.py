@@ -1,6 +1,6 @@
 """A reader's config keys as a user types them (``model.pos``), read from its config dataclass:
-each key's default, the values its type allows (an Enum's members, true|false, a number) and
-the comment that documents it in the source. ``attnlab readers`` prints them.
+each key's default, the values its type allows (an Enum's or a Literal's members, true|false,
+a number) and the comment that documents it in the source. ``attnlab readers`` prints them.
 
 Nothing here is a second list: the allowed values are the type's, which Hydra enforces when it
 composes the config (``model.pos=foo`` is refused naming the same values), and the notes are
@@ -54,6 +54,8 @@ def allowed(kind: Any) -> str:
         real = [a for a in args if a is not type(None)]
         text = "|".join(allowed(a) for a in real)
         return f"{text}|null" if len(real) < len(args) else text
+    if typing.get_origin(kind) is typing.Literal:
+        return "|".join(_text(a) for a in args)
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return "|".join(str(m.value) for m in kind)
     if kind is bool:
