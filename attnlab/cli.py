@@ -247,7 +247,9 @@ def readers(
     width = max(len(n) for n in names)
     for reader in names:
         typer.echo(f"{reader:<{width}}  {registry.get(reader).description}")
-    typer.echo("\nEach reader's own keys: model.KEY=default, the values allowed, what it sets.")
+    # No blank lines: every line's first word is a reader, a key or a heading (scripts split)
+    typer.echo("Each reader's own keys: model.KEY=default, allowed values, what it sets")
+    typer.echo("(on the command line: model=NAME model.KEY=VALUE)")
     for reader in names:
         typer.echo(f"model={reader}")
         keys = config_keys.keys_of(registry.get(reader).config, below=ModelConfig)
@@ -256,9 +258,6 @@ def readers(
     typer.echo("every reader (the column encoder they share)")
     for line in config_keys.table(config_keys.keys_of(ModelConfig)):
         typer.echo(line)
-    typer.echo(
-        "\nSet one with model=NAME model.KEY=VALUE, e.g. model=transformer model.pos=rotary."
-    )
 
 
 @app.command()

@@ -251,3 +251,27 @@ def test_an_optuna_study_names_its_trials_and_its_best(attnlab_cli, tmp_path):
     for clutter in ("A new study created", "Study name:", "Storage:", "Sampler:", "setup plugin"):
         assert clutter not in res.stdout + res.stderr, clutter
     assert "attnlab sets hydra.sweeper.direction=maximize" in res.stdout
+
+
+def test_the_best_trial_follows_the_objectives_direction():
+    from attnlab.tasks.trials import best_of, optimising
+
+    def trial(n, value, objective="val_cer", state="complete"):
+        return {"trial": n, "value": value, "objective": objective, "state": state}
+
+    cer = [trial(0, 0.4), trial(1, 0.2), trial(2, None, state="failed"), trial(3, 0.2)]
+    assert best_of(cer)["trial"] == 1  # minimised; the first of a tie, as Optuna picks
+    exact = [trial(0, 0.4, "val_exact"), trial(1, 0.2, "val_exact")]
+    assert best_of(exact)["trial"] == 0  # maximised
+    assert best_of([trial(0, None, state="failed")]) is None
+
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    def sweep(target, mode=RunMode.MULTIRUN):
+        return OmegaConf.create({"hydra": {"mode": mode, "sweeper": {"_target_": target}}})
+
+    optuna = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    assert optimising(sweep(optuna))
+    assert not optimising(sweep("hydra._internal.core_plugins.basic_sweeper.BasicSweeper"))
+    assert not optimising(sweep(optuna, RunMode.RUN))
