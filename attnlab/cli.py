@@ -21,10 +21,28 @@ from attnlab.runs.resume import hydra_value
 from attnlab.taskrun import run_task
 
 FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True}
+OVERRIDES = "[OPTIONS] [KEY=VALUE]..."  # the usage line of a command that forwards to Hydra
+RUN_HELP = "A run directory or a checkpoint file."
+
+
+def _choices(group: str) -> str:
+    """A config group's choices as the packaged configs name them (``conf/<group>/*.yaml``),
+    read from the package so that the help text cannot drift from them."""
+    from importlib.resources import files
+
+    names = sorted(p.name[:-5] for p in files("attnlab.conf").joinpath(group).iterdir()
+                   if p.name.endswith(".yaml"))  # fmt: skip
+    return f"{group}={'|'.join(names)}"
+
+
+GROUPS = f"{_choices('model')}, {_choices('data')}, {_choices('preset')}"
 
 app = typer.Typer(
     name="attnlab",
     help="The Lab 8 digit-reader comparison: fixed-context vs attention readers.",
+    epilog="First steps: 'attnlab data preview' (a PNG of the strips), 'attnlab train "
+    "preset=tiny' (a run in seconds), 'attnlab sweep lengths seed=0' then 'attnlab report' "
+    "(the lab's comparison; open report/index.html). COMMAND --help says more.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -61,20 +79,28 @@ def main(
             fail(str(err))
 
 
-@app.command(context_settings=FORWARD)
-def train(ctx: typer.Context) -> None:
-    """Train one reader: attnlab train [model=READER] [key=value ...] [-m].
+@app.command(
+    context_settings=FORWARD,
+    options_metavar=OVERRIDES,
+    help=f"""Train one reader
+into outputs/<date>/<time>/ (hydra.run.dir=DIR: into DIR).
 
-    READER is any registered reader (attnlab readers lists them). Examples:
-    attnlab train model=fixed 'data.train_lengths=[1,8]'; attnlab train preset=gpu;
-    attnlab train --cfg job (print the config).
-    """
+KEY=VALUE overrides and Hydra's flags go to Hydra (-m: a multirun; --cfg job: print the
+config and stop). Config groups: {GROUPS}. 'attnlab readers' lists each reader's own
+model.KEY keys, with their defaults and allowed values.
+
+Examples: attnlab train model=fixed 'data.train_lengths=[1,8]'; attnlab train preset=gpu;
+attnlab train model=transformer model.pos=rotary; attnlab train -m hydra/sweeper=optuna
+train.objective=val_exact 'optim.lr=interval(1e-4,1e-2)' (an Optuna study: trials.csv in
+the sweep folder names each trial's directory).""",
+)
+def train(ctx: typer.Context) -> None:
     from attnlab.tasks.train import main as task
 
     run_task(task, ctx.args, "attnlab train")
 
 
-@sweep_app.command("lengths", context_settings=FORWARD)
+@sweep_app.command("lengths", context_settings=FORWARD, options_metavar=OVERRIDES)
 def sweep_lengths(ctx: typer.Context) -> None:
     """Readers x seeds x training-length ranges; each job trains then evaluates.
 
@@ -116,10 +142,10 @@ def _report_sweeps(args: list[str], started: float) -> None:
         raise typer.Exit(1)
 
 
-@app.command("eval", context_settings=FORWARD)
+@app.command("eval", context_settings=FORWARD, options_metavar=OVERRIDES)
 def eval_(
     ctx: typer.Context,
-    run: str = typer.Argument(..., help="A run directory or a checkpoint file."),
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
     folder: Path = typer.Option(None, help="Evaluate on user strips (images + labels.csv)."),
     beam: int = typer.Option(None, help="Beam width (default 1: greedy)."),
     n: int = typer.Option(None, help="Strips per length (synthetic sets)."),
@@ -146,8 +172,8 @@ def eval_(
 
 @app.command("export")
 def export(
-    run: str = typer.Argument(..., help="A run directory or a checkpoint file."),
-    out: Path = typer.Argument(..., help="The folder to write the export into."),
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
+    out: Path = typer.Argument(..., metavar="OUT", help="The folder to write the export into."),
     fmt: str = typer.Option("onnx", "--format", help="onnx (the only format)."),
     which: str = typer.Option("best", "--which", help="best or last, when RUN is a directory."),
     atol: float = typer.Option(1e-4, "--atol", help="Largest logit difference the check allows."),
@@ -162,10 +188,10 @@ def export(
         fail(str(err))
 
 
-@app.command(context_settings=FORWARD)
+@app.command(context_settings=FORWARD, options_metavar=OVERRIDES)
 def probe(
     ctx: typer.Context,
-    run: str = typer.Argument(..., help="A run directory or a checkpoint file."),
+    run: str = typer.Argument(..., metavar="RUN", help=RUN_HELP),
 ) -> None:
     """Does the attended glyph cause the reading? Occlusion, glyph swap and saliency probes.
 
@@ -179,7 +205,9 @@ def probe(
 
 @app.command()
 def read(
-    images: list[Path] = typer.Argument(..., help="Strip images (dark ink on light paper)."),
+    images: list[Path] = typer.Argument(
+        ..., metavar="IMAGE", help="Strip images (dark ink on light paper)."
+    ),
     run: str = typer.Option(None, "--run", help="A run directory or a checkpoint file."),
     onnx: Path = typer.Option(None, "--onnx", help="An export (attnlab export) instead of --run."),
     attention: Path = typer.Option(None, "--attention", help="Write attention maps here."),
@@ -202,23 +230,40 @@ def read(
 
 
 @app.command()
-def readers() -> None:
-    """The registered readers (model=NAME), with a line on each."""
-    from attnlab.models import registry
+def readers(
+    name: str = typer.Argument(
+        None, metavar="NAME", help="One reader: its keys only (default: every reader)."
+    ),
+) -> None:
+    """The registered readers (model=NAME): a line on each, then its own config keys
+    (model.KEY=default, allowed values, what it does), then the keys every reader shares."""
+    from attnlab.config import ModelConfig
+    from attnlab.models import config_keys, registry
 
     try:
-        names = registry.names()
+        names = [registry.get(name).name] if name else registry.names()
     except UserError as err:
         fail(str(err))
     width = max(len(n) for n in names)
-    for name in names:
-        typer.echo(f"{name:<{width}}  {registry.get(name).description}")
+    for reader in names:
+        typer.echo(f"{reader:<{width}}  {registry.get(reader).description}")
+    # No blank lines: every line's first word is a reader, a key or a heading (scripts split)
+    typer.echo("Each reader's own keys: model.KEY=default, allowed values, what it sets")
+    typer.echo("(on the command line: model=NAME model.KEY=VALUE)")
+    for reader in names:
+        typer.echo(f"model={reader}")
+        keys = config_keys.keys_of(registry.get(reader).config, below=ModelConfig)
+        for line in config_keys.table(keys):
+            typer.echo(line)
+    typer.echo("every reader (the column encoder they share)")
+    for line in config_keys.table(config_keys.keys_of(ModelConfig)):
+        typer.echo(line)
 
 
 @app.command()
 def report(
     paths: list[Path] = typer.Argument(
-        None, help="Runs or sweep folders (default: outputs/ and multirun/)."
+        None, metavar="PATHS", help="Runs or sweep folders (default: outputs/ and multirun/)."
     ),
     out: Path = typer.Option(Path("report"), "--out", help="Where to write the report."),
     compare: tuple[str, str] | None = typer.Option(
@@ -246,25 +291,34 @@ def report(
     typer.echo(f"report written: {index}")
 
 
-@data_app.command("preview", context_settings=FORWARD)
+@data_app.command("preview", context_settings=FORWARD, options_metavar=OVERRIDES)
 def data_preview(ctx: typer.Context) -> None:
-    """A PNG grid of sample strips with their labels (preview.out=PATH, preview.n=N)."""
+    """A PNG grid of sample strips with their labels (preview.out=PATH, preview.n=N).
+
+    Takes the overrides of attnlab train (preset=tiny, data=clean, 'data.train_lengths=[1,4]'):
+    the strips shown are those that training would draw.
+    """
     from attnlab.tasks.strips import preview as task
 
     run_task(task, ctx.args, "attnlab data preview")
 
 
-@data_app.command("export", context_settings=FORWARD)
+@data_app.command("export", context_settings=FORWARD, options_metavar=OVERRIDES)
 def data_export(
     ctx: typer.Context,
-    out: Path = typer.Argument(..., help="Folder to write PNG strips and labels.csv into."),
+    out: Path = typer.Argument(
+        ..., metavar="OUT", help="Folder to write PNG strips and labels.csv into."
+    ),
     n: int = typer.Option(100, "--n", help="Number of strips."),
     lengths: str = typer.Option("1-8", "--lengths", help="Length range LOW-HIGH, e.g. 3-6."),
     seed: int = typer.Option(0, "--seed", help="Seed of the strips."),
     fmt: str = typer.Option("folder", "--format", help="folder (PNGs + labels.csv) or lmdb."),
     force: bool = typer.Option(False, "--force", help="Replace files of an earlier export."),
 ) -> None:
-    """Write synthetic strips as PNG files plus labels.csv (filename,label), or an LMDB."""
+    """Write synthetic strips as PNG files plus labels.csv (filename,label), or an LMDB.
+
+    Takes the overrides of attnlab train too (data=clean, preset=tiny, data.* keys).
+    """
     from attnlab.tasks.strips import export as task
 
     lo, sep, hi = lengths.partition("-")

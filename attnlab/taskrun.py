@@ -6,6 +6,7 @@ caught with the attnlab file and line it came from, a study that ended without a
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
@@ -16,6 +17,7 @@ from typing import NoReturn
 from attnlab.errors import UserError, exit_with, one_line
 
 RUNNERS = ("cli.py", "taskrun.py")  # frames that run a task, not where its error arose
+SCHEMA_SUFFIX = "_schema"  # a reader's typed config in the ConfigStore (registry.register)
 
 
 def _fail(message: str) -> NoReturn:
@@ -73,6 +75,8 @@ def run_task(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from attnlab.tasks import outdirs
+
     launcher = _choice_of(args)
     wants_multirun = multirun or "-m" in args or "--multirun" in args
     if launcher not in (None, "basic") and not wants_multirun:
@@ -87,12 +91,15 @@ def run_task(
     if not wants_multirun and not prog.startswith("attnlab sweep"):
         sys.stderr = _WithoutHydraJobLine(saved_err)  # the line below says what failed
     logging.captureWarnings(True)  # library warnings go to the task's log, not stderr
+    outdirs.forget()
+    done = False
     try:
         task()
+        done = True
     except UserError as err:
         _fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:
-        _fail(f"config: {_one_line(err)}")
+        _fail(f"config: {_plain_line(err, prog)}")
     except Exception as err:
         from attnlab.tasks.sweepers import raised_in_sweeper
 
@@ -113,6 +120,45 @@ def run_task(
     finally:
         sys.argv, sys.stderr = saved, saved_err
         logging.captureWarnings(False)
+        if not done:  # a refused (or failed) command leaves no empty directory it made
+            outdirs.remove_created()
+
+
+def _plain_line(err: BaseException, prog: str) -> str:
+    """A composition error as one line; a missing choice or group said plainly, a reader's key
+    that is not there with where the keys are listed."""
+    line = _missing_choice(err, prog) or _one_line(err)
+    if "(key: model." in line and " not in '" in line:
+        line += "; attnlab readers lists each reader's own keys"
+    return line
+
+
+def _missing_choice(err: BaseException, prog: str) -> str | None:
+    """A config group's choice that does not exist (``model=fixd``, ``hydra/launcher=foo``)
+    as one line naming the group's valid choices; a group this command does not take
+    (``preset=tiny`` on ``attnlab eval``) as one line saying so. None: another error."""
+    from hydra.errors import MissingConfigException
+
+    missing = next((e for e in _chain(err) if isinstance(e, MissingConfigException)), None)
+    if missing is not None and missing.missing_cfg_file and missing.options:
+        group, _, name = str(missing.missing_cfg_file).rpartition("/")
+        choices = sorted(o for o in missing.options if not o.endswith(SCHEMA_SUFFIX))
+        close = difflib.get_close_matches(name, choices, n=1)
+        hint = f" (did you mean {group}={close[0]}?)" if close else ""
+        return (
+            f"{group}={name}: no config {group}/{name}; choose one of: {', '.join(choices)}{hint}"
+        )
+    text = str(err)
+    if "No match in the defaults list" in text and "Could not override '" in text:
+        key = text.split("Could not override '", 1)[1].split("'", 1)[0]
+        return f"{key}: {prog} takes no {key} (not one of its config groups)"
+    return None
+
+
+def _chain(err: BaseException):
+    while err is not None:
+        yield err
+        err = err.__cause__ or err.__context__
 
 
 class _WithoutHydraJobLine:

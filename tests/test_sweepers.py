@@ -37,7 +37,7 @@ def test_a_maximised_objective_gets_a_maximising_study(attnlab_cli, tmp_path):
     assert len(values) == 3 and len(set(values.values())) > 1  # a best and a worst to tell
     results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
     assert results["best_value"] == pytest.approx(max(values.values()))
-    assert "Directions: ['maximize']" in res.stdout
+    assert "attnlab sets hydra.sweeper.direction=maximize" in res.stdout
     for trial in values:  # every trial records the direction its study used, as an override
         hydra = yaml.safe_load((trial / ".hydra/hydra.yaml").read_text())["hydra"]
         assert hydra["sweeper"]["direction"] == "maximize"

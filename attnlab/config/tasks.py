@@ -8,8 +8,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from attnlab.config.data import DataConfig
-from attnlab.config.experiment import EvalConfig
+from attnlab.config.experiment import EvalConfig, ExperimentConfig
 from attnlab.config.rules import check_at_least, check_device, check_name, check_seed, require, span
 
 
@@ -112,9 +111,10 @@ class ExportConfig:
 
 
 @dataclass
-class DataTaskConfig:
-    """The config of ``attnlab data preview`` and ``attnlab data export``."""
+class DataTaskConfig(ExperimentConfig):
+    """The config of ``attnlab data preview`` and ``attnlab data export``: a training config
+    (so every override of ``attnlab train`` applies, ``preset=tiny`` and ``data=clean``
+    included: the strips shown are those that training would draw) plus their own sections."""
 
-    data: DataConfig = field(default_factory=DataConfig)
     preview: PreviewConfig = field(default_factory=PreviewConfig)
     export: ExportConfig = field(default_factory=ExportConfig)

@@ -13,6 +13,9 @@ from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.io import write_figure
+from attnlab.models import registry
+
+registry.discover()  # the readers' schemas: the config is composed as a training config
 
 
 def _sample(

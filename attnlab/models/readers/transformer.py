@@ -50,8 +50,8 @@ class TransformerConfig(StepwiseConfig):
     # `pos` sets both stacks; dec_pos / enc_pos (null = follow pos) override one. The BiGRU
     # orders its columns itself: enc_pos applies to the transformer column encoder only.
     pos: Pos = Pos.sinusoidal
-    dec_pos: Pos | None = None
-    enc_pos: Pos | None = None
+    dec_pos: Pos | None = None  # the decoder's own (null = follow pos)
+    enc_pos: Pos | None = None  # the transformer column encoder's own (null = follow pos)
     max_len: int = 128  # positions in a learned table (output steps; columns)
     rel_buckets: int = 32  # relative: buckets of key-query offsets (T5)
     rel_max_distance: int = 128  # relative: offsets beyond this share the last bucket
