@@ -269,8 +269,10 @@ def report(
     compare: tuple[str, str] | None = typer.Option(
         None,
         "--compare",
-        help="Compare two variants A B (labels as in summary.md, or a reader with one "
-        "variant): paired differences A - B. Default: every reader against the baseline.",
+        help="Compare two variants A B, each named as the report or the sweep prints it, "
+        "or by a short form naming one variant (a reader, key=value, or both, e.g. "
+        "model.hidden=64): paired differences A - B. Default: every reader against the "
+        "baseline, and the variants of one reader with each other.",
     ),
 ) -> None:
     """Tables, plots and an HTML page from runs on disk."""
@@ -285,7 +287,7 @@ def report(
     try:
         chosen = None if not compare or None in compare else (compare[0], compare[1])
         warn = lambda line: typer.echo(f"attnlab: warning: {line}", err=True)  # noqa: E731
-        index = build_report(list(paths), out, chosen, warn)
+        index = build_report(list(paths), out, chosen, warn, say=typer.echo)
     except (ReportError, UserError) as err:
         fail(str(err))
     typer.echo(f"report written: {index}")

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import OBJECTIVES
 from attnlab.errors import one_line
-from attnlab.runs.io import atomic_write
+from attnlab.io import atomic_write
 from attnlab.tasks.sweepers import optimiser_of
 
 TRIAL_FILE = "trial.json"
