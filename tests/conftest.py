@@ -7,8 +7,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # --- one glyph-bank cache for the session's processes, never the user's ---------------------
 
@@ -32,7 +36,7 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# --- CLI subprocesses (test_cli.py, test_sweep.py, test_wheel.py) -------------------------
+# --- CLI subprocesses (test_cli.py, test_tasks_sweep.py, test_wheel.py) -------------------------
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +100,7 @@ def copy_run(tmp_path) -> Callable[[Path], Path]:
     return copy
 
 
-# --- kill a training and resume it (test_train.py, test_sources.py) ------------------------
+# --- kill a training and resume it (test_training.py, test_data_sources.py) ---------------
 
 
 @pytest.fixture
@@ -140,3 +144,22 @@ def killed_and_resumed(attnlab_cli):
         return whole, cut, step
 
     return run
+
+
+# --- a synthetic strip as an 8-bit image (test_data_images.py, test_faults_cli.py) ------------
+
+
+@pytest.fixture(scope="session")
+def ref8() -> np.ndarray:
+    """A synthetic strip as 8-bit grey (32, W), its paper cleaned to pure white so that a
+    transparent background has something exact to stand for."""
+    import numpy as np
+    import torch
+
+    from attnlab.config import DataConfig
+    from attnlab.data.strips import StripSynth
+
+    gen = torch.Generator().manual_seed(3)
+    strip = StripSynth(DataConfig()).sample(torch.tensor([4]), gen)
+    a = np.round(strip.images[0, :, : int(strip.widths[0])].numpy() * 255).astype(np.uint8)
+    return np.where(a > 200, 255, a).astype(np.uint8)

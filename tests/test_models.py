@@ -1,9 +1,9 @@
 """The lab's two readers and step-wise decoding: what is special to them (the contract every
-reader keeps is in test_contract.py)."""
+reader keeps is in test_models_contract.py)."""
 
 import pytest
 import torch
-from readers_util import strips, tiny_config
+from helpers.readers import strips, tiny_config
 
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from run_helpers import EVAL_HEADER, write_run
+from helpers.runs import EVAL_HEADER, write_run
 
 from attnlab import report
 from attnlab.evaluation.metrics import METRICS

@@ -10,8 +10,10 @@ import shutil
 
 import pandas as pd
 import yaml
-from run_helpers import add_readings, write_run
+from helpers.runs import add_readings, write_run
 
+from attnlab.report.discover import RunInfo, read_run
+from attnlab.report.tables import summary_md
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 
 
@@ -79,3 +81,19 @@ def test_a_report_that_succeeds_is_quiet_on_stderr(attnlab_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     assert list((tmp_path / "r").glob("swept_optim_lr*.png"))  # the plot that warned is drawn
+
+
+def test_reader_and_run_names_are_no_raw_html_in_summary_md(tmp_path):
+    run = RunInfo(path=tmp_path, reader="<script>x</script>", problems=["no <b>evaluation</b>"])
+    text = summary_md([tmp_path], [run], [], [])
+    assert "<script>" not in text and "<b>" not in text
+    assert "\\<script\\>x\\</script\\>" in text
+
+
+def test_an_interrupted_run_without_a_checkpoint_is_not_called_resumable(trained, copy_run):
+    run = copy_run(trained["attention"])
+    (run / "checkpoints" / "last.pt").unlink()
+    status = {"state": "interrupted", "step": 0, "error": "interrupted (Interrupted)"}
+    (run / "status.json").write_text(json.dumps(status))
+    text = "; ".join(read_run(run).problems)
+    assert "resumable" not in text and "no checkpoint yet" in text

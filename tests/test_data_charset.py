@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import DataConfig
 from attnlab.data.glyphs import glyph_bank

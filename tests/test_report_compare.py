@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from run_helpers import add_readings, write_run
+from helpers.runs import add_readings, write_run
 
 from attnlab.report import ReportError, build_report, discover_runs
 from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p

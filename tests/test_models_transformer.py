@@ -1,14 +1,14 @@
 """The transformer reader: its masks, its decoding cache and its positional representations.
 
 The reader contract (padding, beam, weights, checkpoints, learning, oracle lengths) is
-checked by test_contract.py; these are the properties of a transformer in particular.
+checked by test_models_contract.py; these are the properties of a transformer in particular.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import check_experiment
 from attnlab.errors import UserError

@@ -74,7 +74,7 @@ def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path, attnlab_cli):
 
 
 def test_batch_by_length_reaches_the_training_stream(tmp_path):
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.runs.rundir import RunDir
     from attnlab.training.trainer import Trainer

@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import plain_config
 from attnlab.data.strips import StripSynth, TrainStream

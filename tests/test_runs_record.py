@@ -165,7 +165,7 @@ def test_sigterm_before_the_first_checkpoint_saves_a_step_that_resumes_to_the_sa
 def stopped_in_third_step(run: Path, signum: int, ends: type[BaseException]) -> None:
     """Train in-process, send ``signum`` in the third step before its backward pass, and
     check that the run ends with ``ends`` and last.pt holds that whole step."""
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.runs.rundir import RunDir
     from attnlab.training.trainer import Trainer
@@ -254,7 +254,7 @@ def source_with_charset(run: Path, charset: str, dest: Path, nan: str | None = N
 
 
 def test_init_from_another_charset_maps_the_vocabulary_rows_by_character(trained, tmp_path):
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.models import registry
     from attnlab.training.finetune import init_from

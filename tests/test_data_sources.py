@@ -9,8 +9,8 @@ import json
 import lmdb
 import pytest
 import torch
+from helpers.readers import tiny_config
 from PIL import Image
-from readers_util import tiny_config
 
 from attnlab.data.folder import export_folder
 from attnlab.data.source_train import SourceStream, held_out
@@ -214,7 +214,7 @@ def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_p
     after = tuned.model.state_dict()
     # The layers sized by the vocabulary (13 -> 15 tokens; the CTC head's classes when it has
     # one), no other, are mapped by character: the output layer and the token embedding; the
-    # rows of A and B (the last two) are new (tests/test_record.py checks the rows).
+    # rows of A and B (the last two) are new (tests/test_runs_record.py checks the rows).
     aux = {k for k in after if k.startswith("ctc_head.")}
     assert fresh == {"out.weight", "out.bias", "embed.weight"} | aux
     assert (

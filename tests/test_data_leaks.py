@@ -14,8 +14,8 @@ import unicodedata
 import lmdb
 import pytest
 import torch
+from helpers.readers import tiny_config
 from PIL import Image, ImageOps
-from readers_util import tiny_config
 
 from attnlab.data.dedup import image_key
 from attnlab.data.folder import export_folder
