@@ -21,6 +21,8 @@ from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripSynth
 from attnlab.report import build_report
 
+pytestmark = pytest.mark.xdist_group("api")  # its module fixtures run once
+
 EVAL = "synthetic-greedy"
 
 

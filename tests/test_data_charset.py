@@ -94,6 +94,7 @@ def test_a_character_no_font_has_is_one_line_and_no_run(tmp_path, attnlab_cli):
     assert not run.exists() or sorted(p.name for p in run.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["attention", "ctc"])
 def test_a_tiny_training_on_a_wider_charset_runs(tmp_path, attnlab_cli, model):
     run = tmp_path / "run"

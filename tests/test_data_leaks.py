@@ -26,6 +26,8 @@ from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
 from attnlab.training.trainer import Trainer
 
+pytestmark = pytest.mark.xdist_group("data_leaks")  # its module fixtures run once
+
 TINY = ["preset=tiny", "train.progress=plain", "train.threads=1"]
 
 
@@ -167,6 +169,7 @@ def _files(run):
     }
 
 
+@pytest.mark.slow
 def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_cli):
     run = tmp_path / "run"
     args = [*TINY, "data=folder", "data.path=src", "data.val_share=0.25", f"hydra.run.dir={run}"]

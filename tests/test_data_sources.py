@@ -17,6 +17,8 @@ from attnlab.data.source_train import SourceStream, held_out
 from attnlab.data.sources import decode_all, open_source
 from attnlab.data.strips import StripSynth
 
+pytestmark = pytest.mark.xdist_group("data_sources")  # its module fixtures run once
+
 TINY = ["preset=tiny", "train.progress=plain"]
 
 
@@ -200,6 +202,7 @@ def test_a_folder_run_resumes_bit_identically_after_a_kill(
     assert sum(f"image-{i:09d}" in readings for i in range(1, 51)) == len(held)
 
 
+@pytest.mark.slow
 def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_path, fifty):
     from attnlab.errors import UserError
     from attnlab.runs.rundir import RunDir
@@ -234,6 +237,7 @@ def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_p
         )
 
 
+@pytest.mark.slow
 def test_a_charset_no_font_has_trains_on_labelled_strips_alone(tmp_path, attnlab_cli, fifty):
     # data.mix=0 draws no synthetic strip: the generator's fonts need not have the charset.
     charset = "data.charset='0123456789\U000f0001'"

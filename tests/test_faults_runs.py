@@ -17,6 +17,8 @@ import pytest
 import torch
 from helpers.runs import TINY, one_line_error, run_limited, start_training, wait_for
 
+pytestmark = pytest.mark.slow  # nearly every test trains a tiny run in a subprocess
+
 # --- [2] one process per run directory --------------------------------------------------------
 
 

@@ -98,6 +98,7 @@ def test_both_readers_share_the_encoder_and_have_comparable_sizes():
     assert 0.9 < ratio < 1.2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "ctc_aux", "steps"),
     # With the auxiliary CTC loss a reader this small takes longer to start (CTC's early

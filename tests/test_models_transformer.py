@@ -297,6 +297,7 @@ def test_a_column_encoder_without_its_bigru_gives_features_only():
         m.encoder(s.images, s.widths)
 
 
+@pytest.mark.slow
 def test_eval_draws_per_head_maps_of_a_transformer_run(tmp_path, attnlab_cli):
     run = tmp_path / "run"
     res = attnlab_cli(

@@ -17,6 +17,8 @@ from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
 from attnlab.report.variants import assign_variants
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 
+pytestmark = pytest.mark.xdist_group("report_compare")  # its module fixtures run once
+
 # --------------------------------------------------------------------------- hand-made readings
 
 
@@ -293,6 +295,7 @@ def test_train_objective_is_checked_and_returned(attnlab_cli, tmp_path):
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.pt"))
 
 
+@pytest.mark.slow
 def test_optuna_sweeper_gets_the_objective(attnlab_cli, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep = tmp_path / "optuna"

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.xdist_group("tasks_sweep")  # its module fixtures run once
+
 # hydra/launcher=slurm: attnlab's subclass of the plugin's launcher (waits for every job; job
 # states from squeue without SLURM accounting); the plugin's own preset keeps the plugin's.
 SLURM_LAUNCHER = "hydra_plugins.attnlab_slurm.launcher.SlurmLauncher"
@@ -115,6 +117,7 @@ def test_report_of_sweep(tiny_sweep, attnlab_cli, tmp_path):
     assert [r["length"] for r in diffs] == ["1", "2", "3", "4", "5", "6", "all", "all"]
 
 
+@pytest.mark.slow
 def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
     # The failing job (stride 3 is not a power of two) comes first: the next must still run.
     sweep = tmp_path / "s2"
@@ -254,6 +257,7 @@ def _stop_sweep(args: list[str], sweep: Path, ready, cwd: Path, env) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
     """``kill PID`` of a sweep on the default launcher (hydra/launcher=parallel): every job
     records itself interrupted and no worker process is left training."""
@@ -271,6 +275,7 @@ def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
         assert (job / "checkpoints" / "last.pt").is_file()  # it resumes from here
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_jobs_evaluation_records_it_interrupted(tmp_path, cli_env):
     sweep = tmp_path / "s6"
     status = sweep / "0" / "status.json"
