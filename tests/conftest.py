@@ -105,6 +105,23 @@ def attnlab_run() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_cli
 
 
+# --- one tiny sweep for the session (test_tasks_sweep.py, test_api.py: one xdist group) -----
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory, attnlab_cli):
+    """``(result, SWEEP)``: ``attnlab sweep lengths preset=tiny seed=0`` on submitit_local."""
+    TINY = ["preset=tiny", "seed=0"]
+    cwd = tmp_path_factory.mktemp("sweep")
+    sweep = cwd / "sweep"
+    result = attnlab_cli(
+        "sweep", "lengths", *TINY, "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
+        cwd=cwd, timeout=600,
+    )  # fmt: skip
+    return result, sweep
+
+
 # --- one trained run per reader for the whole session (tiny; the numbers mean nothing) ----
 
 TINY = ["preset=tiny", "train.progress=plain"]

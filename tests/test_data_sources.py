@@ -127,19 +127,19 @@ def _folder(tmp_path, rows):
     return folder
 
 
-def test_a_label_outside_the_charset_is_one_line(tmp_path, attnlab_cli):
+def test_a_label_outside_the_charset_is_one_line(tmp_path, attnlab_run):
     rows = [(f"s{i}.png", "12") for i in range(8)] + [("bad.png", "1a"), ("bad2.png", "x-")]
-    err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
+    err = _refused(attnlab_run, tmp_path, _folder(tmp_path, rows))
     assert "2 label(s)" in err and "'-ax'" in err and "labels.csv:10" in err
 
 
-def test_a_missing_image_is_one_line(tmp_path, attnlab_cli):
+def test_a_missing_image_is_one_line(tmp_path, attnlab_run):
     rows = [(f"s{i}.png", "12") for i in range(8)] + [(None, "3")]
-    err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
+    err = _refused(attnlab_run, tmp_path, _folder(tmp_path, rows))
     assert "labels.csv:10" in err and "gone.png" in err and "not found" in err
 
 
-def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_cli):
+def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_run):
     # A light-on-dark strip is read with a warning (logged) before the label too long is
     # refused: the job log that warning opened goes with the refusal.
     folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
@@ -147,7 +147,7 @@ def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_cli):
     _strip(folder / "narrow.png", label_width=4, ink=False)
     with open(folder / "labels.csv", "a") as f:
         f.write("dark.png,12\nnarrow.png,123\n")
-    err = _refused(attnlab_cli, tmp_path, folder, f"data.val_path={folder}")
+    err = _refused(attnlab_run, tmp_path, folder, f"data.val_path={folder}")
     assert "1 label(s) too long" in err and "labels.csv:13" in err
 
 

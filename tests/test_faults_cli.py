@@ -79,9 +79,9 @@ def test_a_crafted_checkpoint_is_one_line_before_any_tensor_is_built(
     unchanged(tmp_path, before)
 
 
-def test_an_absurd_model_size_is_refused_before_training(attnlab_cli, tmp_path):
+def test_an_absurd_model_size_is_refused_before_training(attnlab_run, tmp_path):
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, "model.hidden=100000000", f"hydra.run.dir={run}",
+    res = attnlab_run("train", *TINY, "model.hidden=100000000", f"hydra.run.dir={run}",
                       cwd=tmp_path)  # fmt: skip
     one_line_error(res, "too large", "model.hidden")
 
@@ -91,17 +91,17 @@ def test_an_absurd_model_size_is_refused_before_training(attnlab_cli, tmp_path):
 
 @pytest.mark.parametrize("device", ["mps", "meta", "cuda:x", "CPU"])
 def test_a_device_the_readme_does_not_document_is_one_line_and_writes_nothing(
-    device, trained, copy_run, attnlab_cli, tmp_path
+    device, trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     before = checksums(run)
-    one_line_error(attnlab_cli("read", run / "x.png", "--run", run, "--device", device,
+    one_line_error(attnlab_run("read", run / "x.png", "--run", run, "--device", device,
                                cwd=tmp_path), "device", device)  # fmt: skip
-    one_line_error(attnlab_cli("eval", run, f"device={device}", cwd=tmp_path), "device")
-    one_line_error(attnlab_cli("probe", run, f"device={device}", cwd=tmp_path), "device")
+    one_line_error(attnlab_run("eval", run, f"device={device}", cwd=tmp_path), "device")
+    one_line_error(attnlab_run("probe", run, f"device={device}", cwd=tmp_path), "device")
     unchanged(run, before)
     fresh = tmp_path / "fresh"
-    res = attnlab_cli("train", *TINY, f"train.device={device}", f"hydra.run.dir={fresh}",
+    res = attnlab_run("train", *TINY, f"train.device={device}", f"hydra.run.dir={fresh}",
                       cwd=tmp_path)  # fmt: skip
     one_line_error(res, "train.device")
     assert not (fresh / "status.json").exists() and not (fresh / ".hydra").exists()
@@ -158,10 +158,10 @@ def test_read_refuses_a_fifo_and_reads_the_other_files(trained, attnlab_cli, tmp
 
 
 @pytest.mark.parametrize("beam", ["0", "-5"])
-def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_cli, tmp_path):
-    one_line_error(attnlab_cli("read", "x.png", "--run", trained["attention"], "--beam", beam,
+def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_run, tmp_path):
+    one_line_error(attnlab_run("read", "x.png", "--run", trained["attention"], "--beam", beam,
                                cwd=tmp_path), "--beam", "must be >= 1")  # fmt: skip
-    one_line_error(attnlab_cli("eval", trained["attention"], "--beam", beam, cwd=tmp_path),
+    one_line_error(attnlab_run("eval", trained["attention"], "--beam", beam, cwd=tmp_path),
                    "eval.beam", "must be >= 1")  # fmt: skip
 
 
@@ -179,10 +179,10 @@ def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_cli, tmp_pat
     ],
 )
 def test_a_bad_seed_or_value_is_one_line_and_leaves_no_run(
-    override, mentions, attnlab_cli, tmp_path
+    override, mentions, attnlab_run, tmp_path
 ):
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
     one_line_error(res, mentions)
     assert "Error executing job" not in res.stderr and "full_key" not in res.stderr
     assert not (run / "status.json").exists() and not (run / ".hydra").exists()
@@ -226,29 +226,29 @@ def test_a_refused_trainer_leaves_the_hydra_files_of_a_busy_run_alone(tmp_path, 
     appended_only(run, before, log)
 
 
-def test_export_and_preview_refuse_existing_files_unless_forced(trained, attnlab_cli, tmp_path):
+def test_export_and_preview_refuse_existing_files_unless_forced(trained, attnlab_run, tmp_path):
     export = tmp_path / "ex"
-    assert attnlab_cli("data", "export", export, "--n", "4", cwd=tmp_path).returncode == 0
+    assert attnlab_run("data", "export", export, "--n", "4", cwd=tmp_path).returncode == 0
     before = checksums(export)
-    one_line_error(attnlab_cli("data", "export", export, "--n", "2", cwd=tmp_path),
+    one_line_error(attnlab_run("data", "export", export, "--n", "2", cwd=tmp_path),
                    "labels.csv exists", "--force")  # fmt: skip
     unchanged(export, before)
-    res = attnlab_cli("data", "export", export, "--n", "2", "--force", cwd=tmp_path)
+    res = attnlab_run("data", "export", export, "--n", "2", "--force", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert len((export / "labels.csv").read_text().splitlines()) == 3
 
     run = trained["attention"]
     before = checksums(run)
-    one_line_error(attnlab_cli("data", "preview", f"preview.out={run / 'metrics.json'}",
+    one_line_error(attnlab_run("data", "preview", f"preview.out={run / 'metrics.json'}",
                                cwd=tmp_path), "preview.out", ".png")  # fmt: skip
-    one_line_error(attnlab_cli("data", "preview", "preview.out=x.txt", cwd=tmp_path), ".png")
+    one_line_error(attnlab_run("data", "preview", "preview.out=x.txt", cwd=tmp_path), ".png")
     unchanged(run, before)
     png = tmp_path / "p.png"
     png.write_bytes(b"keep")
-    one_line_error(attnlab_cli("data", "preview", f"preview.out={png}", "preview.n=2",
+    one_line_error(attnlab_run("data", "preview", f"preview.out={png}", "preview.n=2",
                                cwd=tmp_path), "exists", "preview.force")  # fmt: skip
     assert png.read_bytes() == b"keep"
-    res = attnlab_cli("data", "preview", f"preview.out={png}", "preview.n=2",
+    res = attnlab_run("data", "preview", f"preview.out={png}", "preview.n=2",
                       "preview.force=true", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0 and png.read_bytes()[:4] == b"\x89PNG"
 

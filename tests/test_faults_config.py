@@ -74,16 +74,16 @@ def test_the_default_configs_pass_their_checks(compose_train):
     [(["--n", "0"], "eval.n"), (["--n", "-3"], "eval.n"), (["--beam", "0"], "eval.beam"),
      (["--beam", "-2"], "eval.beam"), (["eval.batch_size=0"], "eval.batch_size")],
 )  # fmt: skip
-def test_bad_evaluation_values_are_one_line(trained, attnlab_cli, tmp_path, args, key):
-    res = attnlab_cli("eval", trained["attention"], *args, cwd=tmp_path)
+def test_bad_evaluation_values_are_one_line(trained, attnlab_run, tmp_path, args, key):
+    res = attnlab_run("eval", trained["attention"], *args, cwd=tmp_path)
     one_line_error(res, key)
     assert not (trained["attention"] / "eval").exists() or not any(
         p.name.endswith(".partial") for p in (trained["attention"] / "eval").iterdir()
     )
 
 
-def test_a_bad_training_value_is_one_line_from_the_cli(attnlab_cli, tmp_path):
-    res = attnlab_cli(
+def test_a_bad_training_value_is_one_line_from_the_cli(attnlab_run, tmp_path):
+    res = attnlab_run(
         "train", *TINY, "optim.lr=nan", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path
     )
     one_line_error(res, "optim.lr")

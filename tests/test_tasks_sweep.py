@@ -1,7 +1,8 @@
 """``attnlab sweep lengths`` end to end on the tiny config, and the cluster launcher configs.
 
-The sweep runs once per module (real submitit subprocesses, a few tens of seconds on two
-cores); the tests below read what it left on disk.
+The sweep runs once per session (conftest's ``tiny_sweep``: real submitit subprocesses, a
+few tens of seconds on two cores; test_api.py reads it too); the tests below read what it
+left on disk.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.xdist_group("tasks_sweep")  # its module fixtures run once
+pytestmark = pytest.mark.xdist_group("tiny_sweep")  # with test_api.py: one sweep for both
 
 # hydra/launcher=slurm: attnlab's subclass of the plugin's launcher (waits for every job; job
 # states from squeue without SLURM accounting); the plugin's own preset keeps the plugin's.
@@ -39,18 +40,6 @@ def jobs_by(sweep: Path, key) -> dict:
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-@pytest.fixture(scope="module")
-def tiny_sweep(tmp_path_factory, attnlab_cli):
-    cwd = tmp_path_factory.mktemp("sweep")
-    sweep = cwd / "sweep"
-    result = attnlab_cli(
-        "sweep", "lengths", *TINY, "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
-        cwd=cwd, timeout=600,
-    )  # fmt: skip
-    return result, sweep
 
 
 def test_sweep_succeeds(tiny_sweep):
