@@ -34,6 +34,7 @@ def pytest_configure(config):
     os.environ[_OWNER] = str(os.getpid())
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is there
 def pytest_xdist_auto_num_workers(config):
     """``-n auto`` (make test): one worker per CPU this process may use (a cgroup's or
     taskset's share, not the machine's count); PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
