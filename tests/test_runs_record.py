@@ -193,8 +193,14 @@ def stopped_in_third_step(run: Path, signum: int, ends: type[BaseException]) -> 
 
 @pytest.mark.slow
 def test_ctrl_c_inside_a_step_saves_that_step_once_it_is_whole(tmp_path):
-    stopped_in_third_step(tmp_path, signal.SIGINT, KeyboardInterrupt)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    # Python's own handler, as in a terminal: a suite started in the background (`make test &`
+    # from a script) inherits SIGINT ignored, and the signal would never arrive.
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        stopped_in_third_step(tmp_path, signal.SIGINT, KeyboardInterrupt)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, outside)
 
 
 @pytest.mark.slow
