@@ -25,10 +25,11 @@ demo: $(STAMP)
 	$(BIN)/attnlab report
 
 # `make test` runs everything, as CI does (.ci/run): ruff, then the whole suite with one
-# pytest-xdist worker per usable CPU (tests of one module fixture stay on one worker:
-# xdist_group). `make test-fast` leaves out the tests marked slow (trainings, sweeps, the
-# browser, the wheel: pyproject's markers, tests/conftest.py's SLOW_FIXTURES).
-PYTEST_ARGS ?= -n auto --dist loadgroup
+# pytest-xdist worker per usable CPU, a test module's tests on one worker (its module
+# fixtures run once; pytest 9's node ids leave xdist's loadgroup inert). `make test-fast`
+# leaves out the tests marked slow (trainings, sweeps, the browser, the wheel: pyproject's
+# markers, tests/conftest.py's SLOW_FIXTURES).
+PYTEST_ARGS ?= -n auto --dist loadfile
 
 test: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins

@@ -106,7 +106,7 @@ def attnlab_run() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_cli
 
 
-# --- one tiny sweep for the session (test_tasks_sweep.py, test_api.py: one xdist group) -----
+# --- one tiny sweep per process (test_tasks_sweep.py, test_api.py) -------------------------
 
 
 @pytest.fixture(scope="session")

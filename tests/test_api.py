@@ -21,8 +21,6 @@ from attnlab.data.folder import export_folder
 from attnlab.data.strips import StripSynth
 from attnlab.report import build_report
 
-pytestmark = pytest.mark.xdist_group("tiny_sweep")  # with test_tasks_sweep.py: one sweep
-
 EVAL = "synthetic-greedy"
 
 

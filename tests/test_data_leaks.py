@@ -26,8 +26,6 @@ from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
 from attnlab.training.trainer import Trainer
 
-pytestmark = pytest.mark.xdist_group("data_leaks")  # its module fixtures run once
-
 TINY = ["preset=tiny", "train.progress=plain", "train.threads=1"]
 
 

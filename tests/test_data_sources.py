@@ -17,8 +17,6 @@ from attnlab.data.source_train import SourceStream, held_out
 from attnlab.data.sources import decode_all, open_source
 from attnlab.data.strips import StripSynth
 
-pytestmark = pytest.mark.xdist_group("data_sources")  # its module fixtures run once
-
 TINY = ["preset=tiny", "train.progress=plain"]
 
 

@@ -7,8 +7,6 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-pytestmark = pytest.mark.xdist_group("evaluation")  # its module fixtures run once
-
 
 def export(attnlab_cli, folder: Path, n: int, lengths: str) -> None:
     res = attnlab_cli("data", "export", folder, "--n", n, "--lengths", lengths, cwd=folder.parent)

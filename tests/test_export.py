@@ -23,8 +23,6 @@ from attnlab.export import pixels
 from attnlab.export.exporter import export_run
 from attnlab.export.sidecar import PARITY, SIDECAR, sha256
 
-pytestmark = pytest.mark.xdist_group("export")  # its module fixtures run once
-
 
 @pytest.fixture(scope="module")
 def exports(trained, tmp_path_factory, attnlab_cli) -> dict[str, Path]:

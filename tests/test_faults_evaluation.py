@@ -16,8 +16,6 @@ import pandas as pd
 import pytest
 from helpers.runs import checksums, lost, one_line_error, unchanged
 
-pytestmark = pytest.mark.xdist_group("faults_evaluation")  # its module fixtures run once
-
 
 def export(attnlab_cli, folder: Path, n: int, cwd: Path, *extra: str) -> None:
     res = attnlab_cli("data", "export", folder, "--n", n, "--lengths", "2-3", *extra, cwd=cwd)

@@ -17,8 +17,6 @@ from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
 from attnlab.report.variants import assign_variants
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 
-pytestmark = pytest.mark.xdist_group("report_compare")  # its module fixtures run once
-
 # --------------------------------------------------------------------------- hand-made readings
 
 

@@ -26,8 +26,6 @@ from attnlab.report import build_report
 from attnlab.report.explorer import script_json
 from attnlab.runs.rundir import RunDir
 
-pytestmark = pytest.mark.xdist_group("report_explorer")  # its module fixtures run once
-
 EVAL = "synthetic-greedy"
 DATA = re.compile(r'<script type="application/json" id="explorer-data">(.*?)</script>', re.S)
 

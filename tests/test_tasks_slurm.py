@@ -28,7 +28,7 @@ import pytest
 import torch
 import yaml
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tasks_slurm")]
+pytestmark = pytest.mark.slow
 
 BATCH = 32  # train.batch_size of preset=tiny
 JOB_STATES_UP = ("idle", "mix", "mixed")

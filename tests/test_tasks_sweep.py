@@ -1,6 +1,6 @@
 """``attnlab sweep lengths`` end to end on the tiny config, and the cluster launcher configs.
 
-The sweep runs once per session (conftest's ``tiny_sweep``: real submitit subprocesses, a
+The sweep runs once per process (conftest's ``tiny_sweep``: real submitit subprocesses, a
 few tens of seconds on two cores; test_api.py reads it too); the tests below read what it
 left on disk.
 """
@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-pytestmark = pytest.mark.xdist_group("tiny_sweep")  # with test_api.py: one sweep for both
 
 # hydra/launcher=slurm: attnlab's subclass of the plugin's launcher (waits for every job; job
 # states from squeue without SLURM accounting); the plugin's own preset keeps the plugin's.

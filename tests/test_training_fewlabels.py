@@ -21,8 +21,6 @@ from attnlab.errors import UserError
 from attnlab.models import registry
 from attnlab.training.freeze import check_freeze, part_parameters
 
-pytestmark = pytest.mark.xdist_group("training_fewlabels")  # its module fixtures run once
-
 TINY = ["preset=tiny", "train.progress=plain", "train.threads=1"]
 # the tiny preset's glyph settings, so the export shares the session's glyph bank
 GLYPHS = ["data.font_sizes=[26]", "data.stroke_widths=[0]", "data.variants=2"]
