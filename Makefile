@@ -7,7 +7,7 @@ TORCH_PIN ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test test-fast lint format bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,10 +24,22 @@ demo: $(STAMP)
 	$(BIN)/attnlab sweep lengths seed=0
 	$(BIN)/attnlab report
 
+# `make test` runs everything, as CI does (.ci/run): ruff, then the whole suite with one
+# pytest-xdist worker per usable CPU, a test module's tests on one worker (its module
+# fixtures run once; pytest 9's node ids leave xdist's loadgroup inert). `make test-fast`
+# leaves out the tests marked slow (trainings, sweeps, the browser, the wheel: pyproject's
+# markers, tests/conftest.py's SLOW_FIXTURES).
+PYTEST_ARGS ?= -n auto --dist loadfile
+
 test: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins
 	$(BIN)/ruff format --check attnlab tests scripts hydra_plugins
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/ruff check attnlab tests scripts hydra_plugins
+	$(BIN)/ruff format --check attnlab tests scripts hydra_plugins
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins

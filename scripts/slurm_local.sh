@@ -9,8 +9,8 @@
 #
 # Needs root (it installs packages and starts daemons). `up` is idempotent: a second call
 # finds the daemons running and only waits for the node. A failure ends with one line on
-# stderr, "slurm_local: error: ...", and exit status 1. Then tests/test_slurm.py runs on it:
-#   .venv/bin/pytest tests/test_slurm.py
+# stderr, "slurm_local: error: ...", and exit status 1. Then tests/test_tasks_slurm.py runs on it:
+#   .venv/bin/pytest tests/test_tasks_slurm.py
 set -euo pipefail
 
 PARTITION=debug

@@ -7,22 +7,38 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # --- one glyph-bank cache for the session's processes, never the user's ---------------------
 
 _CACHE: list[str] = []
+_OWNER = "ATTNLAB_TEST_CACHE_OWNER"  # the pid of the process that made the folder
 
 
 def pytest_configure(config):
-    """Every process of the session (this one and the CLI subprocesses, which inherit the
-    environment) keeps its glyph banks in one fresh folder (attnlab.data.bank_cache): a bank
-    is built once per session, and nothing is read from or left in ~/.cache."""
+    """Every process of the session (this one, its pytest-xdist workers and the CLI
+    subprocesses, which inherit the environment) keeps its glyph banks in one fresh folder
+    (attnlab.data.bank_cache): a bank is built once per session, and nothing is read from or
+    left in ~/.cache. A worker uses the folder of the process that started it."""
     import tempfile
 
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_OWNER):
+        return  # the controller made it and removes it
     _CACHE.append(tempfile.mkdtemp(prefix="attnlab-test-cache-"))
     os.environ["ATTNLAB_CACHE"] = _CACHE[0]
+    os.environ[_OWNER] = str(os.getpid())
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is there
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (make test): one worker per CPU this process may use (a cgroup's or
+    taskset's share, not the machine's count); PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
+    return len(os.sched_getaffinity(0))
 
 
 def pytest_unconfigure(config):
@@ -32,7 +48,23 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# --- CLI subprocesses (test_cli.py, test_sweep.py, test_wheel.py) -------------------------
+# --- the slow tests -----------------------------------------------------------------------------
+
+# A test that needs one of these (directly or through another fixture) waits for trainings or
+# sweeps in subprocesses, or for a browser: it is marked slow like the tests marked by hand.
+SLOW_FIXTURES = {
+    "trained", "killed_and_resumed", "swept", "tiny_sweep", "width_sweep", "curve", "browser",
+    "start_sweep",
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+# --- CLI subprocesses (test_cli.py, test_tasks_sweep.py, test_wheel.py) -------------------------
 
 
 @pytest.fixture(scope="session")
@@ -64,23 +96,86 @@ def attnlab_cli(cli_env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
     return run
 
 
+@pytest.fixture(scope="session")
+def attnlab_run() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``attnlab_run(*args, cwd=DIR)``: ``attnlab ARGS`` in DIR inside this process
+    (tests/helpers/cli.py), for tests where the subprocess is not what is tested; it returns
+    what ``attnlab_cli`` returns, without paying torch's and Hydra's import again."""
+    from helpers.cli import run_cli
+
+    return run_cli
+
+
+# --- one tiny sweep per process (test_tasks_sweep.py, test_api.py) -------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory, attnlab_cli):
+    """``(result, SWEEP)``: ``attnlab sweep lengths preset=tiny seed=0`` on submitit_local."""
+    TINY = ["preset=tiny", "seed=0"]
+    cwd = tmp_path_factory.mktemp("sweep")
+    sweep = cwd / "sweep"
+    result = attnlab_cli(
+        "sweep", "lengths", *TINY, "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
+        cwd=cwd, timeout=600,
+    )  # fmt: skip
+    return result, sweep
+
+
 # --- one trained run per reader for the whole session (tiny; the numbers mean nothing) ----
 
 TINY = ["preset=tiny", "train.progress=plain"]
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory, attnlab_cli) -> dict[str, Path]:
+def trained(tmp_path_factory, attnlab_cli, worker_id) -> dict[str, Path]:
     """``{"attention": RUN, "fixed": RUN}``: each lab reader trained once with preset=tiny.
-    Tests that change a run work on a copy (``copy_run``)."""
-    root = tmp_path_factory.mktemp("trained")
+    Tests that change a run work on a copy (``copy_run``).
+
+    Under pytest-xdist each reader is still trained once for the whole session: into a
+    folder the workers share, under a lock per reader (the workers start from different
+    readers, so two trainings run at once); each worker then reads its own copy, since a
+    process that reads a run locks it (two workers reading one run would refuse each other).
+    """
+    import shutil
+
+    from filelock import FileLock
+
+    mine = tmp_path_factory.mktemp("trained")
+    kinds = ["attention", "fixed"]
+    if worker_id == "master":
+        for kind in kinds:
+            _train(attnlab_cli, mine / kind)
+        return {kind: mine / kind for kind in kinds}
+    shared = tmp_path_factory.getbasetemp().parent / "trained"
+    shared.mkdir(exist_ok=True)
+    if int(worker_id.removeprefix("gw")) % 2:
+        kinds.reverse()
     out = {}
-    for kind in ("attention", "fixed"):
-        run = root / kind
-        res = attnlab_cli("train", *TINY, f"model={kind}", f"hydra.run.dir={run}", cwd=root)
-        assert res.returncode == 0, res.stderr
-        out[kind] = run
-    return out
+    for kind in kinds:
+        with FileLock(shared / f"{kind}.lock"):
+            if not (shared / f"{kind}.done").is_file():
+                shutil.rmtree(shared / kind, ignore_errors=True)
+                _train(attnlab_cli, shared / kind)
+                (shared / f"{kind}.done").touch()
+        out[kind] = mine / kind
+        shutil.copytree(shared / kind, out[kind], ignore=shutil.ignore_patterns(".lock"))
+    return {kind: out[kind] for kind in sorted(out)}
+
+
+def _train(attnlab_cli, run: Path) -> None:
+    kind = run.name
+    res = attnlab_cli("train", *TINY, f"model={kind}", f"hydra.run.dir={run}", cwd=run.parent)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.fixture(scope="session")
+def worker_id(request) -> str:
+    """pytest-xdist's worker name (``gw0``, ...), or ``master`` without workers (xdist's own
+    fixture of that name, here too when xdist is not installed or is turned off)."""
+    workerinput = getattr(request.config, "workerinput", None)
+    return workerinput["workerid"] if workerinput else "master"
 
 
 @pytest.fixture
@@ -96,7 +191,7 @@ def copy_run(tmp_path) -> Callable[[Path], Path]:
     return copy
 
 
-# --- kill a training and resume it (test_train.py, test_sources.py) ------------------------
+# --- kill a training and resume it (test_training.py, test_data_sources.py) ---------------
 
 
 @pytest.fixture
@@ -140,3 +235,22 @@ def killed_and_resumed(attnlab_cli):
         return whole, cut, step
 
     return run
+
+
+# --- a synthetic strip as an 8-bit image (test_data_images.py, test_faults_cli.py) ------------
+
+
+@pytest.fixture(scope="session")
+def ref8() -> np.ndarray:
+    """A synthetic strip as 8-bit grey (32, W), its paper cleaned to pure white so that a
+    transparent background has something exact to stand for."""
+    import numpy as np
+    import torch
+
+    from attnlab.config import DataConfig
+    from attnlab.data.strips import StripSynth
+
+    gen = torch.Generator().manual_seed(3)
+    strip = StripSynth(DataConfig()).sample(torch.tensor([4]), gen)
+    a = np.round(strip.images[0, :, : int(strip.widths[0])].numpy() * 255).astype(np.uint8)
+    return np.where(a > 200, 255, a).astype(np.uint8)

@@ -25,14 +25,10 @@ EVAL = "synthetic-greedy"
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory, attnlab_cli) -> dict[str, Path]:
-    """The sweep, its jobs by reader and its report."""
+def swept(tmp_path_factory, tiny_sweep) -> dict[str, Path]:
+    """The sweep (conftest's ``tiny_sweep``), its jobs by reader and its report."""
     cwd = tmp_path_factory.mktemp("api")
-    sweep = cwd / "sweep"
-    res = attnlab_cli(
-        "sweep", "lengths", "preset=tiny", "seed=0", "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}", cwd=cwd, timeout=600,
-    )  # fmt: skip
+    res, sweep = tiny_sweep
     assert res.returncode == 0, res.stderr[-3000:]
     jobs = {}
     for job in sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file()):

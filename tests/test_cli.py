@@ -1,4 +1,7 @@
-"""The ``attnlab`` command line as a user meets it: real subprocesses in a scratch cwd.
+"""The ``attnlab`` command line as a user meets it, in a scratch cwd: the version and one
+refusal through a real subprocess (the entry point's own exit status), the rest in this
+process (``attnlab_run``, tests/helpers/cli.py: the same output and exit status, without a
+fresh import of torch and Hydra per command).
 
 Every user mistake must end with exactly one line on stderr starting ``attnlab: error:``
 and exit status 2, and must leave nothing behind (no outputs/ run).
@@ -52,8 +55,8 @@ def test_version(attnlab_cli, tmp_path):
     ],
     ids=lambda c: " ".join(c) or "attnlab",
 )
-def test_help(attnlab_cli, tmp_path, command):
-    result = attnlab_cli(*command, "--help", cwd=tmp_path)
+def test_help(attnlab_run, tmp_path, command):
+    result = attnlab_run(*command, "--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     usage = next(ln for ln in result.stdout.splitlines() if ln.startswith("Usage:"))
     assert usage.split("[")[0].rstrip().endswith(" ".join(["attnlab.cli", *command])), usage
@@ -74,8 +77,8 @@ def test_help(attnlab_cli, tmp_path, command):
         ),
     ],
 )
-def test_config_error_is_one_line(attnlab_cli, tmp_path, override, mentions):
-    result = attnlab_cli("train", override, cwd=tmp_path)
+def test_config_error_is_one_line(attnlab_run, tmp_path, override, mentions):
+    result = attnlab_run("train", override, cwd=tmp_path)
     assert_user_error(result, "config", *mentions)
     assert not (tmp_path / "outputs").exists()
 
@@ -86,14 +89,14 @@ def test_launcher_without_multirun_is_refused(attnlab_cli, tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
-def test_error_inside_task_is_one_line(attnlab_cli, tmp_path):
-    result = attnlab_cli("data", "preview", "preview.n=0", cwd=tmp_path)
+def test_error_inside_task_is_one_line(attnlab_run, tmp_path):
+    result = attnlab_run("data", "preview", "preview.n=0", cwd=tmp_path)
     assert_user_error(result, "preview.n")
     assert not (tmp_path / "strips_preview.png").exists()
 
 
-def test_print_config(attnlab_cli, tmp_path):
-    result = attnlab_cli("train", "--cfg", "job", "preset=tiny", cwd=tmp_path)
+def test_print_config(attnlab_run, tmp_path):
+    result = attnlab_run("train", "--cfg", "job", "preset=tiny", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "train_lengths" in result.stdout and "name: attention" in result.stdout
     cfg = yaml.safe_load(result.stdout)
@@ -116,8 +119,8 @@ def _check_grid_png(path, n_rows: int) -> None:
     assert high - low > 100  # ink on paper, not a blank page
 
 
-def test_data_preview(attnlab_cli, tmp_path):
-    result = attnlab_cli(
+def test_data_preview(attnlab_run, tmp_path):
+    result = attnlab_run(
         "data", "preview", "preview.out=p.png", "preview.n=4", "data=clean", cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
@@ -125,13 +128,13 @@ def test_data_preview(attnlab_cli, tmp_path):
     _check_grid_png(tmp_path / "p.png", 4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.png"]  # no temp file, no run dir
 
-    result = attnlab_cli("data", "preview", "preview.n=2", cwd=tmp_path)
+    result = attnlab_run("data", "preview", "preview.n=2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     _check_grid_png(tmp_path / "strips_preview.png", 2)  # the default name, in cwd
 
 
-def test_data_export(attnlab_cli, tmp_path):
-    result = attnlab_cli("data", "export", "out", "--n", "12", "--lengths", "2-4", cwd=tmp_path)
+def test_data_export(attnlab_run, tmp_path):
+    result = attnlab_run("data", "export", "out", "--n", "12", "--lengths", "2-4", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = tmp_path / "out"
     pngs = sorted(p.name for p in out.glob("*.png"))
@@ -148,7 +151,7 @@ def test_data_export(attnlab_cli, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted([*pngs, "labels.csv"])
 
 
-def test_data_export_bad_lengths(attnlab_cli, tmp_path):
-    result = attnlab_cli("data", "export", "out", "--n", "12", "--lengths", "4-x", cwd=tmp_path)
+def test_data_export_bad_lengths(attnlab_run, tmp_path):
+    result = attnlab_run("data", "export", "out", "--n", "12", "--lengths", "4-x", cwd=tmp_path)
     assert_user_error(result, "--lengths", "4-x")
     assert not (tmp_path / "out").exists()

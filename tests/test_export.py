@@ -41,7 +41,7 @@ def exports(trained, tmp_path_factory, attnlab_cli) -> dict[str, Path]:
 def strip_files(tmp_path_factory) -> list[Path]:
     """Generated strips of lengths 1-12 as PNG files (as ``attnlab data export`` writes)."""
     import torch
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.data.folder import export_folder
     from attnlab.data.strips import StripSynth

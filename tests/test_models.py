@@ -1,9 +1,9 @@
 """The lab's two readers and step-wise decoding: what is special to them (the contract every
-reader keeps is in test_contract.py)."""
+reader keeps is in test_models_contract.py)."""
 
 import pytest
 import torch
-from readers_util import strips, tiny_config
+from helpers.readers import strips, tiny_config
 
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream
@@ -98,6 +98,7 @@ def test_both_readers_share_the_encoder_and_have_comparable_sizes():
     assert 0.9 < ratio < 1.2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "ctc_aux", "steps"),
     # With the auxiliary CTC loss a reader this small takes longer to start (CTC's early

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from run_helpers import EVAL_HEADER, write_run
+from helpers.runs import EVAL_HEADER, write_run
 
 from attnlab import report
 from attnlab.evaluation.metrics import METRICS
@@ -404,6 +404,7 @@ def test_report_files_are_readable_by_everyone_under_umask_022(tmp_path):
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o644)}
 
 
+@pytest.mark.slow
 def test_check_report_script(tmp_path):
     if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
         pytest.skip("no Chromium binary on PATH (chromium, chromium-browser, google-chrome)")
@@ -426,6 +427,7 @@ def test_check_report_script(tmp_path):
     assert pixels[..., :3].std() > 0.05  # not a blank page
 
 
+@pytest.mark.slow
 def test_check_report_script_without_browser(tmp_path):
     write_run(tmp_path / "runs/a", seed=0)
     build_report([tmp_path / "runs"], tmp_path / "report")

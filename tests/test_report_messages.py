@@ -10,8 +10,10 @@ import shutil
 
 import pandas as pd
 import yaml
-from run_helpers import add_readings, write_run
+from helpers.runs import add_readings, write_run
 
+from attnlab.report.discover import RunInfo, read_run
+from attnlab.report.tables import summary_md
 from attnlab.runs.rundir import STRIP_PRINTS, RunDir
 
 
@@ -23,10 +25,10 @@ def two_readers(root):
     return a, b
 
 
-def test_compare_a_variant_with_itself_is_refused(attnlab_cli, tmp_path):
+def test_compare_a_variant_with_itself_is_refused(attnlab_run, tmp_path):
     two_readers(tmp_path / "runs")
     for pair in (("attention", "attention"), ("fixed", "fixed")):
-        res = attnlab_cli("report", tmp_path / "runs", "--out", tmp_path / "r", "--compare",
+        res = attnlab_run("report", tmp_path / "runs", "--out", tmp_path / "r", "--compare",
                           *pair, cwd=tmp_path)  # fmt: skip
         assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
         assert f"both name the variant '{pair[0]}'" in res.stderr
@@ -34,7 +36,7 @@ def test_compare_a_variant_with_itself_is_refused(attnlab_cli, tmp_path):
 
 
 def test_one_evaluation_that_cannot_be_paired_is_skipped_not_the_whole_compare(
-    attnlab_cli, tmp_path
+    attnlab_run, tmp_path
 ):
     a, b = two_readers(tmp_path / "runs")
     for run in (a, b):  # a second evaluation of both runs ...
@@ -45,7 +47,7 @@ def test_one_evaluation_that_cannot_be_paired_is_skipped_not_the_whole_compare(
     data["extra"][STRIP_PRINTS]["2"] = "another eval_seed"
     meta.write_text(json.dumps(data))
     out = tmp_path / "r"
-    res = attnlab_cli("report", tmp_path / "runs", "--out", out, "--compare", "attention",
+    res = attnlab_run("report", tmp_path / "runs", "--out", out, "--compare", "attention",
                       "fixed", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr
     (line,) = res.stderr.splitlines()
@@ -61,13 +63,13 @@ def test_one_evaluation_that_cannot_be_paired_is_skipped_not_the_whole_compare(
     data = json.loads(RunDir(b).eval_dir("synthetic-greedy").meta_file.read_text())
     data["extra"][STRIP_PRINTS]["1"] = "another eval_seed"
     RunDir(b).eval_dir("synthetic-greedy").meta_file.write_text(json.dumps(data))
-    res = attnlab_cli("report", tmp_path / "runs", "--out", out, "--compare", "attention",
+    res = attnlab_run("report", tmp_path / "runs", "--out", out, "--compare", "attention",
                       "fixed", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "refusing to pair them" in res.stderr
 
 
-def test_a_report_that_succeeds_is_quiet_on_stderr(attnlab_cli, tmp_path):
+def test_a_report_that_succeeds_is_quiet_on_stderr(attnlab_run, tmp_path):
     """A study's 30 learning rates (an Optuna sweep): the swept plot's many values once made
     matplotlib warn "Tight layout not applied" on stderr."""
     for i in range(30):
@@ -75,7 +77,23 @@ def test_a_report_that_succeeds_is_quiet_on_stderr(attnlab_cli, tmp_path):
         config = yaml.safe_load(run.joinpath(".hydra/config.yaml").read_text())
         config["optim"] = {"lr": 0.001 + i * 0.0012345678}
         run.joinpath(".hydra/config.yaml").write_text(yaml.safe_dump(config))
-    res = attnlab_cli("report", tmp_path / "runs", "--out", tmp_path / "r", cwd=tmp_path)
+    res = attnlab_run("report", tmp_path / "runs", "--out", tmp_path / "r", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     assert list((tmp_path / "r").glob("swept_optim_lr*.png"))  # the plot that warned is drawn
+
+
+def test_reader_and_run_names_are_no_raw_html_in_summary_md(tmp_path):
+    run = RunInfo(path=tmp_path, reader="<script>x</script>", problems=["no <b>evaluation</b>"])
+    text = summary_md([tmp_path], [run], [], [])
+    assert "<script>" not in text and "<b>" not in text
+    assert "\\<script\\>x\\</script\\>" in text
+
+
+def test_an_interrupted_run_without_a_checkpoint_is_not_called_resumable(trained, copy_run):
+    run = copy_run(trained["attention"])
+    (run / "checkpoints" / "last.pt").unlink()
+    status = {"state": "interrupted", "step": 0, "error": "interrupted (Interrupted)"}
+    (run / "status.json").write_text(json.dumps(status))
+    text = "; ".join(read_run(run).problems)
+    assert "resumable" not in text and "no checkpoint yet" in text

@@ -15,6 +15,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 from PIL import Image
 
@@ -49,6 +50,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
     return result
 
 
+@pytest.mark.slow
 def test_wheel_ships_configs(tmp_path, cli_env, attnlab_cli):
     src = tmp_path / "src"
     shutil.copytree(REPO, src, ignore=NOT_SOURCE)

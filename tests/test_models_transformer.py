@@ -1,14 +1,14 @@
 """The transformer reader: its masks, its decoding cache and its positional representations.
 
 The reader contract (padding, beam, weights, checkpoints, learning, oracle lengths) is
-checked by test_contract.py; these are the properties of a transformer in particular.
+checked by test_models_contract.py; these are the properties of a transformer in particular.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import check_experiment
 from attnlab.errors import UserError
@@ -297,6 +297,7 @@ def test_a_column_encoder_without_its_bigru_gives_features_only():
         m.encoder(s.images, s.widths)
 
 
+@pytest.mark.slow
 def test_eval_draws_per_head_maps_of_a_transformer_run(tmp_path, attnlab_cli):
     run = tmp_path / "run"
     res = attnlab_cli(

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from readers_util import clean_data
+from helpers.readers import clean_data
 
 from attnlab.config import DataConfig
 from attnlab.data.fonts import (

@@ -9,8 +9,8 @@ import json
 import lmdb
 import pytest
 import torch
+from helpers.readers import tiny_config
 from PIL import Image
-from readers_util import tiny_config
 
 from attnlab.data.folder import export_folder
 from attnlab.data.source_train import SourceStream, held_out
@@ -125,19 +125,19 @@ def _folder(tmp_path, rows):
     return folder
 
 
-def test_a_label_outside_the_charset_is_one_line(tmp_path, attnlab_cli):
+def test_a_label_outside_the_charset_is_one_line(tmp_path, attnlab_run):
     rows = [(f"s{i}.png", "12") for i in range(8)] + [("bad.png", "1a"), ("bad2.png", "x-")]
-    err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
+    err = _refused(attnlab_run, tmp_path, _folder(tmp_path, rows))
     assert "2 label(s)" in err and "'-ax'" in err and "labels.csv:10" in err
 
 
-def test_a_missing_image_is_one_line(tmp_path, attnlab_cli):
+def test_a_missing_image_is_one_line(tmp_path, attnlab_run):
     rows = [(f"s{i}.png", "12") for i in range(8)] + [(None, "3")]
-    err = _refused(attnlab_cli, tmp_path, _folder(tmp_path, rows))
+    err = _refused(attnlab_run, tmp_path, _folder(tmp_path, rows))
     assert "labels.csv:10" in err and "gone.png" in err and "not found" in err
 
 
-def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_cli):
+def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_run):
     # A light-on-dark strip is read with a warning (logged) before the label too long is
     # refused: the job log that warning opened goes with the refusal.
     folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
@@ -145,7 +145,7 @@ def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_cli):
     _strip(folder / "narrow.png", label_width=4, ink=False)
     with open(folder / "labels.csv", "a") as f:
         f.write("dark.png,12\nnarrow.png,123\n")
-    err = _refused(attnlab_cli, tmp_path, folder, f"data.val_path={folder}")
+    err = _refused(attnlab_run, tmp_path, folder, f"data.val_path={folder}")
     assert "1 label(s) too long" in err and "labels.csv:13" in err
 
 
@@ -200,6 +200,7 @@ def test_a_folder_run_resumes_bit_identically_after_a_kill(
     assert sum(f"image-{i:09d}" in readings for i in range(1, 51)) == len(held)
 
 
+@pytest.mark.slow
 def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_path, fifty):
     from attnlab.errors import UserError
     from attnlab.runs.rundir import RunDir
@@ -214,7 +215,7 @@ def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_p
     after = tuned.model.state_dict()
     # The layers sized by the vocabulary (13 -> 15 tokens; the CTC head's classes when it has
     # one), no other, are mapped by character: the output layer and the token embedding; the
-    # rows of A and B (the last two) are new (tests/test_record.py checks the rows).
+    # rows of A and B (the last two) are new (tests/test_runs_record.py checks the rows).
     aux = {k for k in after if k.startswith("ctc_head.")}
     assert fresh == {"out.weight", "out.bias", "embed.weight"} | aux
     assert (
@@ -234,6 +235,7 @@ def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_p
         )
 
 
+@pytest.mark.slow
 def test_a_charset_no_font_has_trains_on_labelled_strips_alone(tmp_path, attnlab_cli, fifty):
     # data.mix=0 draws no synthetic strip: the generator's fonts need not have the charset.
     charset = "data.charset='0123456789\U000f0001'"

@@ -32,6 +32,7 @@ def test_free_layout_draws_each_font_with_its_own_margins(tmp_path):
     assert len(names) == 4 and all(Path(f).stem in " ".join(names) for f in fonts)
 
 
+@pytest.mark.slow
 def test_several_trainings_per_family_are_read_on_the_same_strips(tmp_path, capsys):
     # Real trainings (tiny, seconds each) and real evaluations, two seeds of one family.
     out = tmp_path / "bench"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 PLUGIN = '''
 """A throwaway reader: uniform attention over the real columns (a mean context)."""
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ class UniformReader(StepwiseReader):
 '''
 
 
+@pytest.mark.slow
 def test_a_third_reader_registered_only_here_runs_end_to_end(tmp_path, cli_env):
     (tmp_path / "uniform_reader.py").write_text(textwrap.dedent(PLUGIN))
     env = {**cli_env, "PYTHONPATH": str(tmp_path), "ATTNLAB_READERS": "uniform_reader"}

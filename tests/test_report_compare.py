@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from run_helpers import add_readings, write_run
+from helpers.runs import add_readings, write_run
 
 from attnlab.report import ReportError, build_report, discover_runs
 from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
@@ -240,10 +240,10 @@ def test_a_swept_number_gets_its_own_plot(width_sweep):
     assert "Exact accuracy against model.hidden" in (report / "index.html").read_text()
 
 
-def test_compare_any_two_variants(width_sweep, attnlab_cli, tmp_path):
+def test_compare_any_two_variants(width_sweep, attnlab_run, tmp_path):
     _, sweep, _ = width_sweep
     a, b = "fixed · model.hidden=16", "fixed · model.hidden=8"
-    res = attnlab_cli("report", sweep, "--out", tmp_path / "r", "--compare", a, b, cwd=tmp_path)
+    res = attnlab_run("report", sweep, "--out", tmp_path / "r", "--compare", a, b, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     rows = pd.read_csv(tmp_path / "r" / "comparisons.csv", dtype={"length": str})
     assert set(rows["a"]) == {a} and set(rows["b"]) == {b}
@@ -256,7 +256,7 @@ def test_compare_any_two_variants(width_sweep, attnlab_cli, tmp_path):
         assert row["exact_a"] == pytest.approx(agg.loc[(a, *key), "exact_acc"])
         assert row["exact_b"] == pytest.approx(agg.loc[(b, *key), "exact_acc"])
         assert row["exact_diff"] == pytest.approx(row["exact_a"] - row["exact_b"])
-    bad = attnlab_cli(
+    bad = attnlab_run(
         "report", sweep, "--out", tmp_path / "x", "--compare", a, "nope", cwd=tmp_path
     )
     assert bad.returncode == 2
@@ -284,15 +284,16 @@ def test_one_config_and_one_seed_run_twice_count_once(trained, copy_run, attnlab
     assert "duplicate: same config and seed 0" in summary and str(first) in summary
 
 
-def test_train_objective_is_checked_and_returned(attnlab_cli, tmp_path):
-    bad = attnlab_cli("train", "preset=tiny", "train.objective=nope", cwd=tmp_path)
+def test_train_objective_is_checked_and_returned(attnlab_run, tmp_path):
+    bad = attnlab_run("train", "preset=tiny", "train.objective=nope", cwd=tmp_path)
     assert bad.returncode == 2 and "train.objective='nope'" in bad.stderr
     assert bad.stderr.count("\n") == 1
-    evals = attnlab_cli("train", "preset=tiny", "train.objective=seen_exact", cwd=tmp_path)
+    evals = attnlab_run("train", "preset=tiny", "train.objective=seen_exact", cwd=tmp_path)
     assert evals.returncode == 2 and "attnlab sweep lengths" in evals.stderr
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.pt"))
 
 
+@pytest.mark.slow
 def test_optuna_sweeper_gets_the_objective(attnlab_cli, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep = tmp_path / "optuna"

@@ -1,4 +1,4 @@
-"""Faults, round three (issue #24): nothing lost, nothing silent.
+"""Faults in evaluations and their report (issue #24): nothing lost, nothing silent.
 
 The three silent wrong results first (a second folder evaluation replacing the first, a
 broken table counted as a seed, another reader's checkpoint counted as this run's), each
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from run_helpers import checksums, lost, one_line_error, unchanged
+from helpers.runs import checksums, lost, one_line_error, unchanged
 
 
 def export(attnlab_cli, folder: Path, n: int, cwd: Path, *extra: str) -> None:

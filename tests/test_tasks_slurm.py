@@ -28,6 +28,8 @@ import pytest
 import torch
 import yaml
 
+pytestmark = pytest.mark.slow
+
 BATCH = 32  # train.batch_size of preset=tiny
 JOB_STATES_UP = ("idle", "mix", "mixed")
 

@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import DataConfig
 from attnlab.data.glyphs import glyph_bank
@@ -94,6 +94,7 @@ def test_a_character_no_font_has_is_one_line_and_no_run(tmp_path, attnlab_cli):
     assert not run.exists() or sorted(p.name for p in run.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["attention", "ctc"])
 def test_a_tiny_training_on_a_wider_charset_runs(tmp_path, attnlab_cli, model):
     run = tmp_path / "run"

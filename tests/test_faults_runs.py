@@ -1,8 +1,7 @@
-"""Faults and bad input: nothing lost, nothing silent, one line and exit status 2.
-
-Each test here failed before its fix (the issue's numbered items in brackets). Folder data
-and ``attnlab read`` faults are in test_faults_folder.py; a real SLURM cluster in
-test_slurm.py.
+"""Faults of run directories and bad input: nothing lost, nothing silent, one line and exit
+status 2. Each test here failed before its fix (the issue's numbered items in brackets).
+Config values are in test_faults_config.py, folder data and ``attnlab read`` faults in
+test_data_images.py; a real SLURM cluster in test_tasks_slurm.py.
 """
 
 from __future__ import annotations
@@ -16,12 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from run_helpers import TINY, one_line_error, run_limited, start_training, wait_for
+from helpers.runs import TINY, one_line_error, run_limited, start_training, wait_for
 
-from attnlab.config import EvalConfig, check_experiment
-from attnlab.errors import UserError
-from attnlab.models import registry
-from attnlab.tasks.compose import compose
+pytestmark = pytest.mark.slow  # nearly every test trains a tiny run in a subprocess
 
 # --- [2] one process per run directory --------------------------------------------------------
 
@@ -158,92 +154,8 @@ def test_a_run_refused_at_start_says_why_on_stderr_and_writes_nothing(tmp_path, 
     one_line_error(res, "stride")  # the reason, on stderr
     # A value refused by the checks writes nothing into the run (#24, #25): no train.log (the
     # job log is lazy), no status, no .hydra/, no lock; a sweep job still records "failed"
-    # and its reason for the sweep summary (test_sweep.py).
+    # and its reason for the sweep summary (test_tasks_sweep.py).
     assert not run.exists() or not any(run.iterdir()), sorted(run.iterdir())
-
-
-# --- [8] value checks ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def compose_train():
-    def make(*overrides: str):
-        return compose(["preset=tiny", *overrides])
-
-    return make
-
-
-BAD_TRAINING = [
-    ("optim.lr=-1", "optim.lr"),
-    ("optim.lr=nan", "optim.lr"),
-    ("optim.weight_decay=nan", "optim.weight_decay"),
-    ("train.val_every=0", "train.val_every"),
-    ("train.log_every=0", "train.log_every"),
-    ("train.checkpoint_every=0", "train.checkpoint_every"),
-    ("data.train_length_set=[0,2]", "data.train_length_set"),
-    ("data.train_length_set=[-1]", "data.train_length_set"),
-    ("data.height=-4", "data.height"),
-    ("data.height=7", "data.height"),
-    ("data.val_per_length=0", "data.val_per_length"),
-    ("model.hidden=0", "model.hidden"),
-    ("model.layers=0", "model.layers"),
-    ("train.batch_size=10000000", "train.accumulate"),
-    ("data.font_sizes=[0]", "data.font_sizes"),
-    ("data.noise=[nan,0.1]", "data.noise"),
-    ("data.scale=[1.2,0.9]", "data.scale"),
-    ("eval.batch_size=0", "eval.batch_size"),
-    ("eval.beam=0", "eval.beam"),
-    ("model.stride=3", "model.stride"),
-    ("model.stem_channels=[8] model.stride=8", "model.stride"),
-    ("model.stem_channels=[8,8] data.height=34", "data.height"),
-    # A reader's own fields, checked by its own config class (each reader's check()).
-    ("model=attention model.attn_dim=0", "model.attn_dim"),
-    ("model=attention model.ctc_aux=-1", "model.ctc_aux"),
-    ("model=fixed model.dec_hidden=0", "model.dec_hidden"),
-    ("model=location model.loc_kernel=4", "model.loc_kernel"),
-    ("model=location model.loc_channels=0", "model.loc_channels"),
-    ("model=window model.pace=0", "model.pace"),
-    ("model=window model.components=0", "model.components"),
-    ("model=transformer model.heads=3", "model.heads"),
-    ("model=transformer model.dropout=1.5", "model.dropout"),
-]
-
-
-@pytest.mark.parametrize("override, key", BAD_TRAINING)
-def test_values_a_type_cannot_rule_out_are_checked(compose_train, override, key):
-    cfg = compose_train(*override.split())
-    with pytest.raises(UserError, match=key.replace(".", r"\.")):
-        check_experiment(cfg)
-
-
-def test_the_default_configs_pass_their_checks(compose_train):
-    for name in registry.names():
-        check_experiment(compose_train(f"model={name}"))
-        check_experiment(compose_train(f"model={name}", "preset=cpu"))
-
-
-@pytest.mark.parametrize(
-    "args, key",
-    [(["--n", "0"], "eval.n"), (["--n", "-3"], "eval.n"), (["--beam", "0"], "eval.beam"),
-     (["--beam", "-2"], "eval.beam"), (["eval.batch_size=0"], "eval.batch_size")],
-)  # fmt: skip
-def test_bad_evaluation_values_are_one_line(trained, attnlab_cli, tmp_path, args, key):
-    res = attnlab_cli("eval", trained["attention"], *args, cwd=tmp_path)
-    one_line_error(res, key)
-    assert not (trained["attention"] / "eval").exists() or not any(
-        p.name.endswith(".partial") for p in (trained["attention"] / "eval").iterdir()
-    )
-
-
-def test_a_bad_training_value_is_one_line_from_the_cli(attnlab_cli, tmp_path):
-    res = attnlab_cli(
-        "train", *TINY, "optim.lr=nan", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path
-    )
-    one_line_error(res, "optim.lr")
-
-
-def test_check_eval_accepts_the_defaults():
-    EvalConfig.check(EvalConfig())
 
 
 # --- [10] paths are data ---------------------------------------------------------------------
@@ -317,3 +229,12 @@ def test_the_sweep_summary_calls_a_killed_job_killed_and_names_its_own_logs(tmp_
     assert job_logs(sweep / "1", sweep) == [sweep / ".submitit" / "7_1" / "7_1_0_log.err"]
     with RunDir(sweep / "1").lock("train"):  # a live process: not killed, running
         assert summarize(sweep)[1][0][1].startswith("running")
+
+
+def test_resuming_to_fewer_steps_than_done_says_so(trained, copy_run, attnlab_cli, tmp_path):
+    run = copy_run(trained["attention"])
+    log = (run / "train.log").read_bytes()
+    res = attnlab_cli("train", *TINY, "train.steps=1", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "nothing to train" in res.stdout + res.stderr
+    assert (run / "train.log").read_bytes() == log  # a finished run is left as it was

@@ -99,6 +99,7 @@ def test_jobs_at_once_from_the_gpus(monkeypatch):
         local_jobs(0)
 
 
+@pytest.mark.slow
 def test_sweep_gives_each_job_its_own_gpu(tmp_path, cli_env):
     runs = sweep_on_fake_gpus(tmp_path, cli_env, "0,1", 1)
     assert sorted(r.device for r in runs) == ["cpu [GPU 0]", "cpu [GPU 1]"]
@@ -106,6 +107,7 @@ def test_sweep_gives_each_job_its_own_gpu(tmp_path, cli_env):
     assert "<td>cpu [GPU 0]</td>" in index and "<td>cpu [GPU 1]</td>" in index
 
 
+@pytest.mark.slow
 def test_sweep_jobs_share_a_gpu_when_asked(tmp_path, cli_env):
     runs = sweep_on_fake_gpus(tmp_path, cli_env, "3", 2)
     assert [r.device for r in runs] == ["cpu [GPU 3]", "cpu [GPU 3]"]

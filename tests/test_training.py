@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 import torch
 
 TINY = ["preset=tiny", "train.progress=plain"]
@@ -61,6 +62,7 @@ def test_checkpoint_errors_are_one_clear_line(tmp_path, attnlab_cli, trained, co
     assert res.returncode == 2 and "nowhere" in res.stderr
 
 
+@pytest.mark.slow
 def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path, attnlab_cli):
     run = tmp_path / "run"
     res = attnlab_cli(
@@ -74,7 +76,7 @@ def test_a_non_finite_loss_stops_with_a_clear_error(tmp_path, attnlab_cli):
 
 
 def test_batch_by_length_reaches_the_training_stream(tmp_path):
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.runs.rundir import RunDir
     from attnlab.training.trainer import Trainer

@@ -3,7 +3,7 @@ and that reading, checkpoints and the other readers do not change with it."""
 
 import pytest
 import torch
-from readers_util import strips, tiny_config
+from helpers.readers import strips, tiny_config
 
 from attnlab.config import check_experiment
 from attnlab.errors import UserError
@@ -27,7 +27,7 @@ def test_the_loss_is_the_cross_entropy_plus_the_weighted_ctc_of_the_column_state
     ce = off.loss(s.images, s.widths, s.labels)
     memory = on.encode(s.images, s.widths)
     logp = torch.log_softmax(on.ctc_head(memory.states), -1)
-    # ctc_nll is the CTC reader's own loss (checked path by path in test_ctc.py).
+    # ctc_nll is the CTC reader's own loss (checked path by path in test_models_ctc.py).
     want = ce + 0.5 * ctc_nll(logp, memory.lengths, s.labels)
     assert torch.allclose(on.loss(s.images, s.widths, s.labels), want, atol=1e-5)
     assert float(on.loss(s.images, s.widths, s.labels).detach()) > float(ce.detach())  # CTC > 0

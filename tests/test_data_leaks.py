@@ -14,8 +14,8 @@ import unicodedata
 import lmdb
 import pytest
 import torch
+from helpers.readers import tiny_config
 from PIL import Image, ImageOps
-from readers_util import tiny_config
 
 from attnlab.data.dedup import image_key
 from attnlab.data.folder import export_folder
@@ -167,6 +167,7 @@ def _files(run):
     }
 
 
+@pytest.mark.slow
 def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_cli):
     run = tmp_path / "run"
     args = [*TINY, "data=folder", "data.path=src", "data.val_share=0.25", f"hydra.run.dir={run}"]

@@ -1,7 +1,8 @@
 """``attnlab sweep lengths`` end to end on the tiny config, and the cluster launcher configs.
 
-The sweep runs once per module (real submitit subprocesses, a few tens of seconds on two
-cores); the tests below read what it left on disk.
+The sweep runs once per process (conftest's ``tiny_sweep``: real submitit subprocesses, a
+few tens of seconds on two cores; test_api.py reads it too); the tests below read what it
+left on disk.
 """
 
 from __future__ import annotations
@@ -37,18 +38,6 @@ def jobs_by(sweep: Path, key) -> dict:
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-@pytest.fixture(scope="module")
-def tiny_sweep(tmp_path_factory, attnlab_cli):
-    cwd = tmp_path_factory.mktemp("sweep")
-    sweep = cwd / "sweep"
-    result = attnlab_cli(
-        "sweep", "lengths", *TINY, "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
-        cwd=cwd, timeout=600,
-    )  # fmt: skip
-    return result, sweep
 
 
 def test_sweep_succeeds(tiny_sweep):
@@ -115,6 +104,7 @@ def test_report_of_sweep(tiny_sweep, attnlab_cli, tmp_path):
     assert [r["length"] for r in diffs] == ["1", "2", "3", "4", "5", "6", "all", "all"]
 
 
+@pytest.mark.slow
 def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
     # The failing job (stride 3 is not a power of two) comes first: the next must still run.
     sweep = tmp_path / "s2"
@@ -254,6 +244,7 @@ def _stop_sweep(args: list[str], sweep: Path, ready, cwd: Path, env) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
     """``kill PID`` of a sweep on the default launcher (hydra/launcher=parallel): every job
     records itself interrupted and no worker process is left training."""
@@ -271,6 +262,7 @@ def test_sigterm_to_the_sweep_ends_its_workers(tmp_path, cli_env):
         assert (job / "checkpoints" / "last.pt").is_file()  # it resumes from here
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_jobs_evaluation_records_it_interrupted(tmp_path, cli_env):
     sweep = tmp_path / "s6"
     status = sweep / "0" / "status.json"

@@ -366,7 +366,7 @@ def _probe_files(run: Path, step: int, drop: float, name: str = "synthetic") -> 
 
 
 def test_report_averages_probes_over_seeds_and_lists_those_that_do_not_count(tmp_path):
-    from run_helpers import write_run
+    from helpers.runs import write_run
 
     from attnlab.report import build_report
 

@@ -1,6 +1,6 @@
-"""Faults, round three (issue #24), classes 4-9: one line where one line is promised, and
-no file overwritten or changed by a refusal. The silent wrong results (classes 1-3) are in
-test_faults_round3.py; ``checksums`` there compares a whole directory before and after.
+"""Faults at the command line (issue #24, classes 4-9): one line where one line is promised,
+and no file overwritten or changed by a refusal. The silent wrong results (classes 1-3) are in
+test_faults_evaluation.py; ``checksums`` compares a whole directory before and after.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from run_helpers import (
+from helpers.images import png_header, strip_png
+from helpers.runs import (
     TINY,
     checksums,
     one_line_error,
@@ -24,6 +26,7 @@ from run_helpers import (
     unchanged,
     wait_for,
 )
+from PIL import Image
 
 
 def appended_only(root: Path, before: dict[str, str], log_before: str) -> None:
@@ -76,9 +79,9 @@ def test_a_crafted_checkpoint_is_one_line_before_any_tensor_is_built(
     unchanged(tmp_path, before)
 
 
-def test_an_absurd_model_size_is_refused_before_training(attnlab_cli, tmp_path):
+def test_an_absurd_model_size_is_refused_before_training(attnlab_run, tmp_path):
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, "model.hidden=100000000", f"hydra.run.dir={run}",
+    res = attnlab_run("train", *TINY, "model.hidden=100000000", f"hydra.run.dir={run}",
                       cwd=tmp_path)  # fmt: skip
     one_line_error(res, "too large", "model.hidden")
 
@@ -88,17 +91,17 @@ def test_an_absurd_model_size_is_refused_before_training(attnlab_cli, tmp_path):
 
 @pytest.mark.parametrize("device", ["mps", "meta", "cuda:x", "CPU"])
 def test_a_device_the_readme_does_not_document_is_one_line_and_writes_nothing(
-    device, trained, copy_run, attnlab_cli, tmp_path
+    device, trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     before = checksums(run)
-    one_line_error(attnlab_cli("read", run / "x.png", "--run", run, "--device", device,
+    one_line_error(attnlab_run("read", run / "x.png", "--run", run, "--device", device,
                                cwd=tmp_path), "device", device)  # fmt: skip
-    one_line_error(attnlab_cli("eval", run, f"device={device}", cwd=tmp_path), "device")
-    one_line_error(attnlab_cli("probe", run, f"device={device}", cwd=tmp_path), "device")
+    one_line_error(attnlab_run("eval", run, f"device={device}", cwd=tmp_path), "device")
+    one_line_error(attnlab_run("probe", run, f"device={device}", cwd=tmp_path), "device")
     unchanged(run, before)
     fresh = tmp_path / "fresh"
-    res = attnlab_cli("train", *TINY, f"train.device={device}", f"hydra.run.dir={fresh}",
+    res = attnlab_run("train", *TINY, f"train.device={device}", f"hydra.run.dir={fresh}",
                       cwd=tmp_path)  # fmt: skip
     one_line_error(res, "train.device")
     assert not (fresh / "status.json").exists() and not (fresh / ".hydra").exists()
@@ -155,10 +158,10 @@ def test_read_refuses_a_fifo_and_reads_the_other_files(trained, attnlab_cli, tmp
 
 
 @pytest.mark.parametrize("beam", ["0", "-5"])
-def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_cli, tmp_path):
-    one_line_error(attnlab_cli("read", "x.png", "--run", trained["attention"], "--beam", beam,
+def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_run, tmp_path):
+    one_line_error(attnlab_run("read", "x.png", "--run", trained["attention"], "--beam", beam,
                                cwd=tmp_path), "--beam", "must be >= 1")  # fmt: skip
-    one_line_error(attnlab_cli("eval", trained["attention"], "--beam", beam, cwd=tmp_path),
+    one_line_error(attnlab_run("eval", trained["attention"], "--beam", beam, cwd=tmp_path),
                    "eval.beam", "must be >= 1")  # fmt: skip
 
 
@@ -176,10 +179,10 @@ def test_read_and_eval_refuse_the_same_beams(beam, trained, attnlab_cli, tmp_pat
     ],
 )
 def test_a_bad_seed_or_value_is_one_line_and_leaves_no_run(
-    override, mentions, attnlab_cli, tmp_path
+    override, mentions, attnlab_run, tmp_path
 ):
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
     one_line_error(res, mentions)
     assert "Error executing job" not in res.stderr and "full_key" not in res.stderr
     assert not (run / "status.json").exists() and not (run / ".hydra").exists()
@@ -214,7 +217,7 @@ def test_a_refused_trainer_leaves_the_hydra_files_of_a_busy_run_alone(tmp_path, 
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=60)
     # Interrupted before its first checkpoint: SIGTERM saved last.pt at the step it stopped
-    # (tests/test_record.py), and still a refused command changes nothing of the run.
+    # (tests/test_runs_record.py), and still a refused command changes nothing of the run.
     assert json.loads((run / "status.json").read_text())["state"] == "interrupted"
     before, log = checksums(run), (run / "train.log").read_text()
     res = attnlab_cli("train", *TINY, "model=fixed", "seed=5", "train.steps=0",
@@ -223,29 +226,29 @@ def test_a_refused_trainer_leaves_the_hydra_files_of_a_busy_run_alone(tmp_path, 
     appended_only(run, before, log)
 
 
-def test_export_and_preview_refuse_existing_files_unless_forced(trained, attnlab_cli, tmp_path):
+def test_export_and_preview_refuse_existing_files_unless_forced(trained, attnlab_run, tmp_path):
     export = tmp_path / "ex"
-    assert attnlab_cli("data", "export", export, "--n", "4", cwd=tmp_path).returncode == 0
+    assert attnlab_run("data", "export", export, "--n", "4", cwd=tmp_path).returncode == 0
     before = checksums(export)
-    one_line_error(attnlab_cli("data", "export", export, "--n", "2", cwd=tmp_path),
+    one_line_error(attnlab_run("data", "export", export, "--n", "2", cwd=tmp_path),
                    "labels.csv exists", "--force")  # fmt: skip
     unchanged(export, before)
-    res = attnlab_cli("data", "export", export, "--n", "2", "--force", cwd=tmp_path)
+    res = attnlab_run("data", "export", export, "--n", "2", "--force", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert len((export / "labels.csv").read_text().splitlines()) == 3
 
     run = trained["attention"]
     before = checksums(run)
-    one_line_error(attnlab_cli("data", "preview", f"preview.out={run / 'metrics.json'}",
+    one_line_error(attnlab_run("data", "preview", f"preview.out={run / 'metrics.json'}",
                                cwd=tmp_path), "preview.out", ".png")  # fmt: skip
-    one_line_error(attnlab_cli("data", "preview", "preview.out=x.txt", cwd=tmp_path), ".png")
+    one_line_error(attnlab_run("data", "preview", "preview.out=x.txt", cwd=tmp_path), ".png")
     unchanged(run, before)
     png = tmp_path / "p.png"
     png.write_bytes(b"keep")
-    one_line_error(attnlab_cli("data", "preview", f"preview.out={png}", "preview.n=2",
+    one_line_error(attnlab_run("data", "preview", f"preview.out={png}", "preview.n=2",
                                cwd=tmp_path), "exists", "preview.force")  # fmt: skip
     assert png.read_bytes() == b"keep"
-    res = attnlab_cli("data", "preview", f"preview.out={png}", "preview.n=2",
+    res = attnlab_run("data", "preview", f"preview.out={png}", "preview.n=2",
                       "preview.force=true", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0 and png.read_bytes()[:4] == b"\x89PNG"
 
@@ -269,3 +272,67 @@ def test_a_report_that_fails_on_a_full_disk_leaves_the_old_report_whole(
     assert res.returncode == 0, res.stderr
     assert (out / "my notes.txt").read_text() == "kept"
     assert "attention" in (out / "summary.md").read_text()
+
+
+def test_read_quotes_a_name_with_a_newline_and_folder_warnings_go_to_stderr(
+    trained, attnlab_cli, tmp_path
+):
+    odd = tmp_path / "two\nlines.png"
+    strip_png(odd)
+    res = attnlab_cli("read", odd, "--run", trained["attention"], cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 2 and repr(str(odd)) in res.stdout
+
+    folder = tmp_path / "strips"
+    folder.mkdir()
+    strip_png(folder / "inv.png", inverted=True)
+    (folder / "labels.csv").write_text("filename,label\ninv.png,12\n")
+    run = tmp_path / "run"
+    shutil.copytree(trained["attention"], run, ignore=shutil.ignore_patterns(".lock"))
+    res = attnlab_cli("eval", run, "--folder", folder, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "inverted" in res.stderr and "inverted" not in res.stdout
+
+
+@pytest.fixture(scope="module")
+def run(trained) -> Path:
+    """The session's trained attention run (``read`` writes nothing into it)."""
+    return trained["attention"]
+
+
+def test_read_goes_on_past_a_bomb_and_takes_odd_paths(run, ref8, tmp_path, attnlab_cli):
+    odd = tmp_path / "dïgits, l'été" / "strip, n'1 ✓.png"
+    odd.parent.mkdir()
+    Image.fromarray(ref8).save(odd)
+    Image.fromarray(255 - ref8).save(tmp_path / "neg.png")
+    (tmp_path / "huge.png").write_bytes(png_header(20_000, 20_000))
+    res = attnlab_cli("read", odd, tmp_path / "huge.png", tmp_path / "neg.png", "--run", run,
+                      cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    err = [ln for ln in res.stderr.splitlines() if ln.startswith("attnlab:")]
+    assert err == [
+        f"attnlab: error: {tmp_path / 'huge.png'}: image too large "
+        f"(over {Image.MAX_IMAGE_PIXELS} pixels, Pillow's guard against decompression bombs): "
+        "crop or downscale it",
+        f"attnlab: warning: {tmp_path / 'neg.png'}: light ink on dark paper: inverted to read it",
+    ]
+    rows = res.stdout.splitlines()[1:]
+    assert [r.split("  ")[0].strip() for r in rows] == [str(odd), str(tmp_path / "neg.png")]
+    assert rows[0].split()[-2] == rows[1].split()[-2]  # the inverted copy reads the same
+
+
+def test_read_gives_files_of_one_name_their_own_maps(run, ref8, tmp_path, attnlab_cli):
+    for sub, a in (("a", ref8), ("b", ref8[:, : ref8.shape[1] // 2])):
+        (tmp_path / sub).mkdir()
+        Image.fromarray(a).save(tmp_path / sub / "x.png")
+    maps = tmp_path / "maps"
+    images = [tmp_path / "a" / "x.png", tmp_path / "b" / "x.png", tmp_path / "a" / "x.png"]
+    res = attnlab_cli("read", *images, "--run", run, "--attention", maps, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = [ln for ln in res.stdout.splitlines() if ln.startswith("attention map of")]
+    targets = ["a_x_attention.png", "b_x_attention.png", "a_x_2_attention.png"]
+    assert said == [
+        f"attention map of {p}: {maps / t}" for p, t in zip(images, targets, strict=True)
+    ]
+    assert sorted(p.name for p in maps.iterdir()) == sorted(targets)

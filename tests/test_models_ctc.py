@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from readers_util import strips, tiny_reader
+from helpers.readers import strips, tiny_reader
 
 from attnlab.errors import UserError
 from attnlab.models.ctc_loss import BLANK, CLASSES, ctc_nll, label_targets

@@ -81,6 +81,7 @@ def same_run(a: Path, b: Path) -> None:
 # --- item 7: a command that computes another run is refused; the record stays ----------------
 
 
+@pytest.mark.slow
 def test_a_command_that_computes_another_run_is_refused_and_leaves_it_as_it_was(
     trained, copy_run, attnlab_cli, tmp_path
 ):
@@ -119,6 +120,7 @@ def test_the_refusal_names_the_key_and_only_declared_keys_may_change():
     assert set(RESUMABLE) - set(NEUTRAL_KEYS) == {"train.steps"}
 
 
+@pytest.mark.slow
 def test_a_finished_run_asked_again_stays_exactly_as_it_was(
     trained, copy_run, attnlab_cli, tmp_path
 ):
@@ -135,6 +137,7 @@ def test_a_finished_run_asked_again_stays_exactly_as_it_was(
 # --- saving on interrupt, and the command that resumes --------------------------------------
 
 
+@pytest.mark.slow
 def test_sigterm_before_the_first_checkpoint_saves_a_step_that_resumes_to_the_same_run(
     trained, cli_env, tmp_path
 ):
@@ -165,7 +168,7 @@ def test_sigterm_before_the_first_checkpoint_saves_a_step_that_resumes_to_the_sa
 def stopped_in_third_step(run: Path, signum: int, ends: type[BaseException]) -> None:
     """Train in-process, send ``signum`` in the third step before its backward pass, and
     check that the run ends with ``ends`` and last.pt holds that whole step."""
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.runs.rundir import RunDir
     from attnlab.training.trainer import Trainer
@@ -188,11 +191,19 @@ def stopped_in_third_step(run: Path, signum: int, ends: type[BaseException]) -> 
         assert torch.equal(value, ckpt["model"][key]), key
 
 
+@pytest.mark.slow
 def test_ctrl_c_inside_a_step_saves_that_step_once_it_is_whole(tmp_path):
-    stopped_in_third_step(tmp_path, signal.SIGINT, KeyboardInterrupt)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    # Python's own handler, as in a terminal: a suite started in the background (`make test &`
+    # from a script) inherits SIGINT ignored, and the signal would never arrive.
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        stopped_in_third_step(tmp_path, signal.SIGINT, KeyboardInterrupt)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, outside)
 
 
+@pytest.mark.slow
 def test_under_submitit_its_requeue_handler_runs_once_the_step_is_saved(tmp_path, monkeypatch):
     """submitit's own handler of its preemption signal (USR2) requeues the job and exits; it
     runs after last.pt holds the step (SIGTERM is submitit's to log, not ours)."""
@@ -211,6 +222,7 @@ def test_under_submitit_its_requeue_handler_runs_once_the_step_is_saved(tmp_path
     assert calls == [(signal.SIGUSR2, True)]
 
 
+@pytest.mark.slow
 def test_an_interrupted_sweep_says_the_command_that_resumes_it(cli_env, tmp_path):
     from attnlab.runs.resume import hydra_value
     from attnlab.tasks.sweep import report_sweeps
@@ -254,7 +266,7 @@ def source_with_charset(run: Path, charset: str, dest: Path, nan: str | None = N
 
 
 def test_init_from_another_charset_maps_the_vocabulary_rows_by_character(trained, tmp_path):
-    from readers_util import tiny_config
+    from helpers.readers import tiny_config
 
     from attnlab.models import registry
     from attnlab.training.finetune import init_from

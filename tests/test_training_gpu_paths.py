@@ -47,6 +47,7 @@ def test_default_cpu_run_has_no_autocast(tmp_path):
     assert seen == {torch.float32}
 
 
+@pytest.mark.slow
 def test_bf16_on_cpu_trains_validates_and_evaluates_under_autocast(tmp_path):
     from attnlab.evaluation.evaluate import evaluate_run
 
@@ -68,6 +69,7 @@ def test_bf16_on_cpu_trains_validates_and_evaluates_under_autocast(tmp_path):
     assert torch.bfloat16 in seen and (out / "metrics_by_length.csv").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not os.environ.get("ATTNLAB_COMPILE_TEST"),
     reason="ATTNLAB_COMPILE_TEST=1 runs it: inductor compiles C++ for minutes on 2 CPU cores",
@@ -86,6 +88,7 @@ def test_compile_gives_the_same_loss_curve():
     assert curves[False][0] != curves[False][-1]  # it trained: the loss moved
 
 
+@pytest.mark.slow
 def test_batches_of_1024_train_and_read_on_cpu():
     cfg = compose([*TINY, "model=attention", "train.batch_size=1024", "eval.batch_size=1024"])
     trainer = Trainer(cfg, RunDir("/nonexistent-big-batch-run"))

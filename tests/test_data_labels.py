@@ -1,13 +1,14 @@
 """A label quoted in a one-line error is cut to at most 80 characters (issue #32, messages):
-a contradiction (tests/test_leaks.py), and also a label that is not digits, one with
+a contradiction (tests/test_data_leaks.py), and also a label that is not digits, one with
 characters outside data.charset, and one too long for the reader. Real exported strips."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from helpers.images import strip_png
+from helpers.readers import tiny_config
 from PIL import Image, ImageOps
-from readers_util import tiny_config
 
 from attnlab.data.folder import export_folder, read_labels
 from attnlab.data.sources import check_charset, open_source
@@ -63,3 +64,31 @@ def test_a_label_too_long_for_the_reader(src, tmp_path):
     with pytest.raises(UserError) as err:
         Trainer(cfg, RunDir(tmp_path / "run"))
     assert "too long for the attention reader" in one_line_with_80(err, "7")
+
+
+@pytest.mark.parametrize("name", ["../x.png", "sub/../../x.png", "ABSOLUTE"])
+def test_labels_naming_files_outside_the_folder_are_refused_unless_allowed(name, tmp_path):
+    folder = tmp_path / "strips"
+    (folder / "sub").mkdir(parents=True)
+    strip_png(tmp_path / "x.png")
+    name = str(tmp_path / "x.png") if name == "ABSOLUTE" else name
+    (folder / "labels.csv").write_text(f"filename,label\n{name},12\n")
+    with pytest.raises(UserError, match=r"labels\.csv:2: .* lies outside .*allow_outside"):
+        read_labels(folder)
+    assert read_labels(folder, allow_outside=True)[0][:2] == (name, "12")
+
+
+def test_a_record_that_spans_lines_is_reported_at_its_own_line(tmp_path):
+    folder = tmp_path / "strips"
+    folder.mkdir()
+    strip_png(folder / "a b.png")
+    text = 'filename,label\n"a b.png","1\n2"\n"a b.png",x9\n'
+    (folder / "labels.csv").write_text(text)
+    with pytest.raises(UserError, match=r"labels\.csv:2: label '1\\n2'"):
+        read_labels(folder)
+    (folder / "labels.csv").write_text('filename,label\n"a\nb.png",1\na b.png,x9\n')
+    with pytest.raises(UserError, match=r"labels\.csv:2: image file"):
+        read_labels(folder)
+    (folder / "labels.csv").write_text('filename,label\n"a b.png",12\n"a b.png",x9\n')
+    with pytest.raises(UserError, match=r"labels\.csv:3: label 'x9'"):
+        read_labels(folder)

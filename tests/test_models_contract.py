@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import plain_config
 from attnlab.data.strips import StripSynth, TrainStream
@@ -102,6 +102,7 @@ def test_checkpoint_round_trip_gives_the_same_reader(name, tmp_path):
     assert torch.equal(a.confidence, b.confidence)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", READERS)
 def test_a_tiny_reader_learns_a_fixed_batch(name):
     cfg = tiny_config(name)

@@ -1,16 +1,16 @@
 """Faults in reading user images and strip folders: modes that used to become all paper or all
-ink, labels.csv encodings and duplicates, decompression bombs, doubtful images, and
-``attnlab read`` on awkward paths and clashing map names."""
+ink, labels.csv encodings and duplicates, decompression bombs, doubtful images, and the crop
+that places the ink as the generator does (``attnlab read`` on awkward paths and clashing map
+names is in test_faults_cli.py)."""
 
 from __future__ import annotations
 
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers.images import png_header
 from PIL import Image
 
 from attnlab.config import DataConfig
@@ -19,16 +19,6 @@ from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
 
 TOL = 1.5 / 255  # one 8-bit step, plus rounding
-
-
-@pytest.fixture(scope="module")
-def ref8() -> np.ndarray:
-    """A synthetic strip as 8-bit grey (32, W), its paper cleaned to pure white so that a
-    transparent background has something exact to stand for."""
-    gen = torch.Generator().manual_seed(3)
-    strip = StripSynth(DataConfig()).sample(torch.tensor([4]), gen)
-    a = np.round(strip.images[0, :, : int(strip.widths[0])].numpy() * 255).astype(np.uint8)
-    return np.where(a > 200, 255, a).astype(np.uint8)
 
 
 def ref_tensor(a8: np.ndarray) -> torch.Tensor:
@@ -198,23 +188,6 @@ def test_a_csv_the_csv_module_rejects_is_one_line(folder):
 # --- 3. decompression bombs ------------------------------------------------------------------
 
 
-def png_header(width: int, height: int) -> bytes:
-    """A PNG that claims width x height pixels (8-bit grey) and holds none."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-        )
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", zlib.compress(b""))
-        + chunk(b"IEND", b"")
-    )
-
-
 def test_a_20000x20000_png_is_one_line_naming_it(tmp_path):
     (tmp_path / "huge.png").write_bytes(png_header(20_000, 20_000))
     with pytest.raises(UserError, match=r"huge\.png: image too large") as err:
@@ -290,53 +263,6 @@ def test_folder_warnings_name_the_labels_line(folder, ref8):
     said, warn = collect()
     load_folder(folder, 32, warn)
     assert len(said) == 1 and said[0].startswith(f"{folder / 'labels.csv'}:3: {folder / 'neg.png'}")
-
-
-# --- 5. attnlab read end to end ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def run(trained) -> Path:
-    """The session's trained attention run (``read`` writes nothing into it)."""
-    return trained["attention"]
-
-
-def test_read_goes_on_past_a_bomb_and_takes_odd_paths(run, ref8, tmp_path, attnlab_cli):
-    odd = tmp_path / "dïgits, l'été" / "strip, n'1 ✓.png"
-    odd.parent.mkdir()
-    Image.fromarray(ref8).save(odd)
-    Image.fromarray(255 - ref8).save(tmp_path / "neg.png")
-    (tmp_path / "huge.png").write_bytes(png_header(20_000, 20_000))
-    res = attnlab_cli("read", odd, tmp_path / "huge.png", tmp_path / "neg.png", "--run", run,
-                      cwd=tmp_path)  # fmt: skip
-    assert res.returncode == 2, res.stderr
-    assert "Traceback" not in res.stderr
-    err = [ln for ln in res.stderr.splitlines() if ln.startswith("attnlab:")]
-    assert err == [
-        f"attnlab: error: {tmp_path / 'huge.png'}: image too large "
-        f"(over {Image.MAX_IMAGE_PIXELS} pixels, Pillow's guard against decompression bombs): "
-        "crop or downscale it",
-        f"attnlab: warning: {tmp_path / 'neg.png'}: light ink on dark paper: inverted to read it",
-    ]
-    rows = res.stdout.splitlines()[1:]
-    assert [r.split("  ")[0].strip() for r in rows] == [str(odd), str(tmp_path / "neg.png")]
-    assert rows[0].split()[-2] == rows[1].split()[-2]  # the inverted copy reads the same
-
-
-def test_read_gives_files_of_one_name_their_own_maps(run, ref8, tmp_path, attnlab_cli):
-    for sub, a in (("a", ref8), ("b", ref8[:, : ref8.shape[1] // 2])):
-        (tmp_path / sub).mkdir()
-        Image.fromarray(a).save(tmp_path / sub / "x.png")
-    maps = tmp_path / "maps"
-    images = [tmp_path / "a" / "x.png", tmp_path / "b" / "x.png", tmp_path / "a" / "x.png"]
-    res = attnlab_cli("read", *images, "--run", run, "--attention", maps, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    said = [ln for ln in res.stdout.splitlines() if ln.startswith("attention map of")]
-    targets = ["a_x_attention.png", "b_x_attention.png", "a_x_2_attention.png"]
-    assert said == [
-        f"attention map of {p}: {maps / t}" for p, t in zip(images, targets, strict=True)
-    ]
-    assert sorted(p.name for p in maps.iterdir()) == sorted(targets)
 
 
 # --- placing the ink as the generator does ---------------------------------------------------

@@ -1,5 +1,5 @@
 """The location-aware and window readers: what is special to them (the contract every reader
-keeps is in test_contract.py)."""
+keeps is in test_models_contract.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from readers_util import strips, tiny_config, tiny_reader
+from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.models import tokens
 from attnlab.models.readers.location import LocationFeatures

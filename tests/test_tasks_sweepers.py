@@ -25,6 +25,7 @@ def objectives(sweep):
     return {p.parent: json.loads(p.read_text())["value"] for p in sweep.glob("*/objective.json")}
 
 
+@pytest.mark.slow
 def test_a_maximised_objective_gets_a_maximising_study(attnlab_cli, tmp_path):
     # The command: Optuna's default direction is minimize, val_exact is maximised.
     sweep = tmp_path / "study"
@@ -68,6 +69,7 @@ def test_a_sweep_that_cannot_work_is_refused_before_any_trial(attnlab_cli, tmp_p
     assert not sweep.exists()  # no trial ran
 
 
+@pytest.mark.slow
 def test_a_failing_trial_leaves_the_finished_trials_results(attnlab_cli, tmp_path):
     # warmup -1 is refused by the config check: that trial fails, the others train.
     sweep = tmp_path / "study"
