@@ -30,7 +30,7 @@ from pathlib import Path
 
 from attnlab.io import atomic_write
 
-# The named budget: a fifth of the default training steps (500 of 2,500), 200 test strips per length.
+# The named budget: a fifth of the default steps (500 of 2,500), 200 test strips per length.
 BUDGETS = {"lab": ["train.steps=500", "eval.n=200"], "default": [], "tiny": ["preset=tiny"]}
 ONE_AT_A_TIME = ["hydra/launcher=basic", "train.threads=1"]
 DONE = "eval/synthetic-greedy/eval.json"  # a sweep job's evaluation, written last

@@ -3,7 +3,7 @@ are there, --compare by the printed label or a short form, objectives and the be
 short swept numbers, a colour per variant and legends off the curves, one seed without an
 interval, and the explorer opening on a disagreement and showing where the reader looks.
 
-Runs are written by hand in the formats train.py and evaluate.py write (tests/run_helpers),
+Runs are written by hand in the formats train.py and evaluate.py write (tests/helpers/runs.py),
 reports are real builds; the explorer is driven in a real Chromium when there is one.
 """
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers.runs import add_readings, one_line_error, write_run
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 
@@ -34,7 +35,6 @@ from attnlab.report.short_numbers import short_forms
 from attnlab.report.swept import draw, lines_of, points
 from attnlab.report.variants import assign_variants, summary_lines
 from attnlab.runs.rundir import RunDir
-from tests.run_helpers import add_readings, one_line_error, write_run
 
 EVAL = "synthetic-greedy"
 
