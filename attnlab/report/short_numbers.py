@@ -15,7 +15,8 @@ MIN_DIGITS = 3
 MAX_DIGITS = 17  # a float64 is told apart from every other at 17 significant digits
 
 
-def _float(text: str) -> float | None:
+def finite_number(text: str) -> float | None:
+    """``text`` as a finite float, or None (not a number, nan, inf)."""
     try:
         x = float(text)
     except (TypeError, ValueError):
@@ -32,7 +33,7 @@ def short_forms(values: Iterable[str]) -> dict[str, str]:
     report, one axis's ticks). Texts that are not numbers, and integers, map to themselves;
     two values that are different numbers never share a short form."""
     texts = list(dict.fromkeys(values))
-    numbers = {t: x for t in texts if (x := _float(t)) is not None}
+    numbers = {t: x for t in texts if (x := finite_number(t)) is not None}
     out = {t: t for t in texts}
     if not any(not _is_int(t) for t in numbers):
         return out

@@ -9,7 +9,6 @@ of any other swept key), with the seed band of each point.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import band_words, interval_kind
 from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot, file_name, legend_below, png_bytes, tight_layout
-from attnlab.report.short_numbers import short_number
+from attnlab.report.short_numbers import finite_number, short_number
 from attnlab.report.variants import SEP, styles, variant_colours
 
 # Keys that count strips (data.limit: the data-needs curve): drawn on a log x axis whatever
@@ -45,14 +44,6 @@ class Point:
     reader: str
     keys: dict[str, str]  # swept key -> value, SEEN_TOP included
     values: dict[str, tuple[float, float, float, int]]  # panel -> (exact, lo, hi, seeds)
-
-
-def _number(text: str) -> float | None:
-    try:
-        x = float(text)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def _exact(rows: pd.DataFrame, length: object, split: str):
@@ -96,7 +87,7 @@ def numeric_keys(pts: list[Point]) -> list[str]:
     out = []
     for key in keys:
         values = [p.keys[key] for p in pts if _has(p, key)]
-        numbers = [_number(v) for v in values]
+        numbers = [finite_number(v) for v in values]
         if all(x is not None for x in numbers) and len(set(numbers)) >= 2:
             out.append(key)
     return out
@@ -114,7 +105,7 @@ def lines_of(pts: list[Point], key: str) -> dict[str, list[Point]]:
             rest.append(f"seen {p.train}")
         label = SEP.join([p.reader, ", ".join(rest)]) if rest else p.reader
         lines.setdefault(label, []).append(p)
-    return {k: sorted(v, key=lambda p: _number(p.keys[key])) for k, v in lines.items()}
+    return {k: sorted(v, key=lambda p: finite_number(p.keys[key])) for k, v in lines.items()}
 
 
 def swept_plots(agg: pd.DataFrame, runs: list[RunInfo], colours: Mapping[str, str]) -> list[Plot]:
@@ -139,7 +130,7 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
     """The four panels of one swept key and evaluation (``lines_of``'s lines)."""
     fig = Figure(figsize=(11, 7.6))
     axes = np.atleast_1d(fig.subplots(2, 2)).ravel()
-    xs = [_number(p.keys[key]) for v in lines.values() for p in v]
+    xs = [finite_number(p.keys[key]) for v in lines.values() for p in v]
     # a number of strips (data.limit: the data-needs curve) is read on a log axis at any span
     log = min(xs) > 0 and (max(xs) / min(xs) >= 10 or key in COUNT_KEYS)
     style = styles(lines)
@@ -155,7 +146,7 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
             got = [(p, p.values[panel]) for p in line if panel in p.values]
             if not got:
                 continue
-            x = [_number(p.keys[key]) for p, _ in got]
+            x = [finite_number(p.keys[key]) for p, _ in got]
             y = [100 * v[0] for _, v in got]
             lo = [100 * v[1] for _, v in got]
             hi = [100 * v[2] for _, v in got]
