@@ -244,6 +244,9 @@ def test_an_optuna_study_names_its_trials_and_its_best(attnlab_cli, tmp_path):
     best = done.sort_values(["value", "trial"], ascending=[False, True]).iloc[0]
     results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
     assert results["best_value"] == pytest.approx(best.value)
+    lr = yaml.safe_load((sweep / best.dir / ".hydra/config.yaml").read_text())["optim"]["lr"]
+    if (done.value == best.value).sum() == 1:  # a tie may name either trial
+        assert results["best_params"]["optim.lr"] == pytest.approx(lr)
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("best trial: "))
     assert line.startswith(f"best trial: {best.trial} (val_exact={best.value:.6g}, maximized), "
                            f"directory {sweep / best.dir}; 2 trials ({failed} failed) in "

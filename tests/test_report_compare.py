@@ -293,29 +293,6 @@ def test_train_objective_is_checked_and_returned(attnlab_run, tmp_path):
     assert not (tmp_path / "outputs").exists() or not any((tmp_path / "outputs").rglob("*.pt"))
 
 
-@pytest.mark.slow
-def test_optuna_sweeper_gets_the_objective(attnlab_cli, tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
-    sweep = tmp_path / "optuna"
-    res = attnlab_cli(
-        "train", "-m", "preset=tiny", "train.progress=plain", "train.threads=1",
-        "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2", "hydra.sweeper.direction=maximize",
-        "hydra.sweeper.sampler.seed=0", "optim.lr=interval(0.001,0.01)",
-        "train.objective=val_exact", f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
-    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
-    recorded = {
-        p.parent: json.loads(p.read_text())["value"] for p in sweep.glob("*/objective.json")
-    }
-    assert len(recorded) == 2
-    best = max(recorded, key=recorded.get)
-    assert results["best_value"] == pytest.approx(recorded[best])
-    lr = yaml.safe_load((best / ".hydra/config.yaml").read_text())["optim"]["lr"]
-    if list(recorded.values()).count(recorded[best]) == 1:  # a tie may name either trial
-        assert results["best_params"]["optim.lr"] == pytest.approx(lr)
-
-
 def test_a_new_report_drops_an_old_reports_files_but_keeps_the_users(tmp_path):
     a = write_run(tmp_path / "runs/a", seed=0, train=(1, 1), lengths=range(1, 2))
     b = write_run(tmp_path / "runs/b", seed=0, reader="fixed", train=(1, 1), lengths=range(1, 2))
