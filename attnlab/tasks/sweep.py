@@ -24,7 +24,7 @@ from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
-from attnlab.runtime import local_jobs, sigterm_as_interrupt
+from attnlab.runtime import Interrupted, local_jobs, sigterm_as_interrupt
 from attnlab.tasks.train import hydra_run_dir
 from attnlab.training.session import record_objective, train, validation_objective
 
@@ -65,20 +65,37 @@ def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Train, then evaluate on the run's own test strips; a reader fine-tuned on labelled
     strips (``init_from`` with ``data=folder``) is also read on the synthetic test sets, so
     the report shows what it still reads of what it started from (forgetting)."""
-    metrics = train(cfg, run_dir)
-    try:
-        with sigterm_as_interrupt():  # a stopped sweep: this job says so, as in training
+    trained = False
+    # A stopped sweep: this job says so, as in training. One handler from the first step to
+    # the last evaluation: a SIGTERM just after training wrote "complete" (the run directory
+    # still being closed) is an interrupted evaluation too, never a worker killed silently.
+    with sigterm_as_interrupt():
+        try:
+            metrics = train(cfg, run_dir)
+            trained = True
             out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
             if cfg.get("init_from") and cfg.data.source == "folder":
                 evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, log.info, synthetic=True)
-    except BaseException as err:
-        requeued = isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes: not a failure
-        state = RunStatus.interrupted if requeued else RunStatus.failed
-        RunDir(run_dir).write_status(
-            state, metrics["step"], f"evaluation: {type(err).__name__}: {err}"
-        )
-        raise
+        except BaseException as err:
+            _record_evaluation_end(RunDir(run_dir), err, trained)
+            raise
     return {**metrics, "eval_dir": str(out)}
+
+
+def _record_evaluation_end(run: RunDir, err: BaseException, trained: bool) -> None:
+    """The status of a job that ended once its training was complete: interrupted (Ctrl-C,
+    SIGTERM, a requeue: it resumes) or failed, with the evaluation's error. An error inside
+    training was recorded by training itself; a SIGTERM (``Interrupted``, raised only while
+    this job's handler is on) after training wrote "complete" is the evaluation's."""
+    try:
+        status = run.read_status()
+    except RunFileError:
+        return
+    if status.state is not RunStatus.complete or not (trained or isinstance(err, Interrupted)):
+        return
+    requeued = isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes: not a failure
+    state = RunStatus.interrupted if requeued else RunStatus.failed
+    run.write_status(state, status.step, f"evaluation: {type(err).__name__}: {err}")
 
 
 def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:

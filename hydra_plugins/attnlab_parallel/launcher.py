@@ -23,11 +23,13 @@ the first free slot while it runs, so no more than ``jobs_per_gpu`` jobs share a
 from __future__ import annotations
 
 import fcntl
+import functools
 import multiprocessing
 import os
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,15 +65,35 @@ class OnGpuSlot:
         return self.task_function(cfg)  # no slots: unreachable with files
 
 
-def forward_to_workers(signum: int, frame: object) -> None:
+GRACE_S = 60.0  # how long a stopped sweep waits for its jobs to say how they ended
+
+
+def forward_to_workers(signum: int, frame: object, sweep_dir: str | None = None) -> None:
     """SIGTERM to the sweep: the same signal to each worker process; the sweep then ends
-    when their jobs have returned (joblib raises the first one's interruption)."""
+    when their jobs have returned (joblib raises the first one's interruption). Before it
+    lets joblib go on, it waits until no job holds its run directory: once the first
+    interruption reaches joblib it kills every worker, and on a busy machine a job still
+    finishing its step would die before saving last.pt and writing "interrupted"."""
     for worker in multiprocessing.active_children():
         if worker.pid is not None:
             try:
                 os.kill(worker.pid, signum)
             except ProcessLookupError:  # ended in between
                 pass
+    if sweep_dir is not None:
+        _wait_for_jobs(Path(sweep_dir), GRACE_S)
+
+
+def _wait_for_jobs(sweep_dir: Path, grace_s: float) -> None:
+    """Until no job directory's lock is held (every job has recorded why it ended), at most
+    ``grace_s`` seconds."""
+    from attnlab.runs.rundir import RunDir
+
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not any(RunDir(lock.parent).lock_holder() for lock in sweep_dir.glob("*/.lock")):
+            return
+        time.sleep(0.1)
 
 
 class ParallelLauncher(JoblibLauncher):
@@ -103,7 +125,10 @@ class ParallelLauncher(JoblibLauncher):
     ) -> Sequence[JobReturn]:
         if threading.current_thread() is not threading.main_thread():
             return super().launch(job_overrides, initial_job_idx)
-        previous = signal.signal(signal.SIGTERM, forward_to_workers)
+        sweep_dir = str(self.config.hydra.sweep.dir) if self.config is not None else None
+        previous = signal.signal(
+            signal.SIGTERM, functools.partial(forward_to_workers, sweep_dir=sweep_dir)
+        )
         try:
             return super().launch(job_overrides, initial_job_idx)
         finally:
