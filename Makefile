@@ -28,8 +28,8 @@ demo: $(STAMP)
 # pytest-xdist worker per usable CPU, a test module's tests on one worker (its module
 # fixtures run once; pytest 9's node ids leave xdist's loadgroup inert). `make test-fast`
 # leaves out the tests marked slow (trainings, sweeps, the browser, the wheel: pyproject's
-# markers, tests/conftest.py's SLOW_FIXTURES).
-PYTEST_ARGS ?= -n auto --dist loadfile
+# markers, tests/conftest.py's SLOW_FIXTURES). The 10 slowest tests are printed at the end.
+PYTEST_ARGS ?= -n auto --dist loadfile --durations=10
 
 test: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins

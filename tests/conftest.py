@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,10 +29,23 @@ def pytest_configure(config):
     import tempfile
 
     if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_OWNER):
+        _share_the_cpus()
         return  # the controller made it and removes it
     _CACHE.append(tempfile.mkdtemp(prefix="attnlab-test-cache-"))
     os.environ["ATTNLAB_CACHE"] = _CACHE[0]
     os.environ[_OWNER] = str(os.getpid())
+
+
+def _share_the_cpus() -> None:
+    """A pytest-xdist worker's own torch (the tests that train or read in-process) gets its
+    share of the CPUs, not all of them: with a worker per CPU, torch's default of a thread per
+    core ran each worker's two threads against the other worker's (a tiny training took 115 s
+    in the suite against 15 s alone). Subprocesses are not affected: attnlab sets their
+    threads itself (train.thread_policy)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    import torch
+
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is there
@@ -62,6 +76,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # The modules with the most slow tests first, each kept whole and in its order: under
+    # ``--dist loadfile`` the long modules start early and the short ones fill in at the
+    # end, instead of one worker finishing a long module alone (longest first).
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
 
 
 # --- CLI subprocesses (test_cli.py, test_tasks_sweep.py, test_wheel.py) -------------------------
@@ -125,7 +144,10 @@ def tiny_sweep(tmp_path_factory, attnlab_cli):
 
 # --- one trained run per reader for the whole session (tiny; the numbers mean nothing) ----
 
-TINY = ["preset=tiny", "train.progress=plain"]
+# One thread: runs that tests compare bit for bit (a resumed run with the session's trained
+# one) train at the same thread count whatever the load (train.thread_policy=adaptive would
+# follow the load, and 1- and 2-thread runs differ in the last bits).
+TINY = ["preset=tiny", "train.progress=plain", "train.threads=1"]
 
 
 @pytest.fixture(scope="session")

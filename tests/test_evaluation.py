@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 
-def export(attnlab_cli, folder: Path, n: int, lengths: str) -> None:
-    res = attnlab_cli("data", "export", folder, "--n", n, "--lengths", lengths, cwd=folder.parent)
+def export(attnlab_run, folder: Path, n: int, lengths: str) -> None:
+    res = attnlab_run("data", "export", folder, "--n", n, "--lengths", lengths, cwd=folder.parent)
     assert res.returncode == 0, res.stderr
 
 
@@ -22,10 +22,10 @@ def runs(trained, tmp_path_factory) -> dict[str, Path]:
     return {k: Path(shutil.copytree(v, root / k)) for k, v in trained.items()}
 
 
-def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_cli):
+def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_run):
     run = runs["attention"]
     args = ["eval.n=30", "eval.maps_k=2", "eval.map_lengths=[2,5]"]
-    res = attnlab_cli("eval", run, *args, cwd=tmp_path)
+    res = attnlab_run("eval", run, *args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = run / "eval" / "synthetic-greedy"
     table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
@@ -67,8 +67,8 @@ def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_cli):
         assert (out / name).stat().st_size > 50, name
 
 
-def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_cli):
-    res = attnlab_cli("eval", runs["fixed"], "eval.n=10", "--beam", "2", cwd=tmp_path)
+def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_run):
+    res = attnlab_run("eval", runs["fixed"], "eval.n=10", "--beam", "2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = runs["fixed"] / "eval" / "synthetic-beam2"
     assert (out / "metrics_by_length.csv").is_file()
@@ -76,19 +76,19 @@ def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_c
     assert "no attention maps" in res.stdout
 
 
-def test_eval_on_an_exported_folder(runs, tmp_path, attnlab_cli):
+def test_eval_on_an_exported_folder(runs, tmp_path, attnlab_run):
     folder = tmp_path / "strips"
-    export(attnlab_cli, folder, 12, "2-4")
-    res = attnlab_cli("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    export(attnlab_run, folder, 12, "2-4")
+    res = attnlab_run("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     (out,) = (runs["attention"] / "eval").glob("folder-strips-*-greedy")
     table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
     assert table[table.length != "all"].n.sum() == 12
 
 
-def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path, attnlab_cli):
+def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path, attnlab_run):
     folder = tmp_path / "strips"
-    export(attnlab_cli, folder, 3, "2-3")
+    export(attnlab_run, folder, 3, "2-3")
     images = sorted(folder.glob("*.png"))
     bad = tmp_path / "broken.png"
     bad.write_text("not an image")
@@ -96,7 +96,7 @@ def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path
     with Image.open(images[0]) as im:
         im.convert("RGB").resize((im.width * 2, im.height * 2)).save(tmp_path / "big.jpg")
     maps = tmp_path / "maps"
-    res = attnlab_cli(
+    res = attnlab_run(
         "read", *images, bad, tmp_path / "big.jpg", "--run", runs["attention"],
         "--attention", maps, cwd=tmp_path,
     )  # fmt: skip
@@ -108,12 +108,12 @@ def test_read_prints_readings_and_draws_maps_and_names_bad_images(runs, tmp_path
     assert len(list(maps.glob("*.png"))) == 4
 
 
-def test_bad_label_files_name_file_and_line(tmp_path, runs, attnlab_cli):
+def test_bad_label_files_name_file_and_line(tmp_path, runs, attnlab_run):
     folder = tmp_path / "strips"
-    export(attnlab_cli, folder, 3, "2-2")
+    export(attnlab_run, folder, 3, "2-2")
     labels = folder / "labels.csv"
     rows = labels.read_text().splitlines()
     labels.write_text("\n".join([rows[0], rows[1], rows[2].split(",")[0] + ",12a", rows[3]]) + "\n")
-    res = attnlab_cli("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    res = attnlab_run("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
     assert res.returncode == 2
     assert f"{labels}:3:" in res.stderr and "12a" in res.stderr

@@ -17,14 +17,14 @@ import pytest
 from helpers.runs import checksums, lost, one_line_error, unchanged
 
 
-def export(attnlab_cli, folder: Path, n: int, cwd: Path, *extra: str) -> None:
-    res = attnlab_cli("data", "export", folder, "--n", n, "--lengths", "2-3", *extra, cwd=cwd)
+def export(attnlab_run, folder: Path, n: int, cwd: Path, *extra: str) -> None:
+    res = attnlab_run("data", "export", folder, "--n", n, "--lengths", "2-3", *extra, cwd=cwd)
     assert res.returncode == 0, res.stderr
 
 
-def report(attnlab_cli, tmp_path: Path, *paths: Path):
+def report(attnlab_run, tmp_path: Path, *paths: Path):
     out = tmp_path / "report"
-    res = attnlab_cli("report", *paths, "--out", out, cwd=tmp_path)
+    res = attnlab_run("report", *paths, "--out", out, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     return out, pd.read_csv(out / "summary.csv"), (out / "summary.md").read_text()
 
@@ -33,15 +33,15 @@ def report(attnlab_cli, tmp_path: Path, *paths: Path):
 
 
 def test_two_folders_of_one_name_get_two_evaluations_and_both_reach_the_report(
-    trained, copy_run, attnlab_cli, tmp_path
+    trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     a, b = tmp_path / "a" / "strips", tmp_path / "b" / "strips"
-    export(attnlab_cli, a, 6, tmp_path)
-    export(attnlab_cli, b, 2, tmp_path, "--seed", "1")
-    assert attnlab_cli("eval", run, "--folder", a, cwd=tmp_path).returncode == 0
+    export(attnlab_run, a, 6, tmp_path)
+    export(attnlab_run, b, 2, tmp_path, "--seed", "1")
+    assert attnlab_run("eval", run, "--folder", a, cwd=tmp_path).returncode == 0
     before = checksums(run)
-    res = attnlab_cli("eval", run, "--folder", b, cwd=tmp_path)
+    res = attnlab_run("eval", run, "--folder", b, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert lost(before, checksums(run)) == []  # the first evaluation is all there
     names = sorted(p.name for p in (run / "eval").iterdir())
@@ -51,16 +51,16 @@ def test_two_folders_of_one_name_get_two_evaluations_and_both_reach_the_report(
         table = pd.read_csv(run / "eval" / name / "metrics_by_length.csv", dtype={"length": str})
         counts[name] = int(table[table.length != "all"].n.sum())
     assert sorted(counts.values()) == [2, 6]
-    _, summary, _ = report(attnlab_cli, tmp_path, run)
+    _, summary, _ = report(attnlab_run, tmp_path, run)
     assert sorted(set(summary["eval"])) == names
 
     # The same folder again replaces its own evaluation; a name given twice for other data
     # is refused in one line, and nothing is lost.
-    assert attnlab_cli("eval", run, "--folder", a, cwd=tmp_path).returncode == 0
+    assert attnlab_run("eval", run, "--folder", a, cwd=tmp_path).returncode == 0
     assert sorted(p.name for p in (run / "eval").iterdir()) == names
     before = checksums(run)
     of_a = next(n for n, c in counts.items() if c == 6)  # the name a's evaluation got
-    res = attnlab_cli("eval", run, "--folder", b, f"eval.name={of_a}", cwd=tmp_path)
+    res = attnlab_run("eval", run, "--folder", b, f"eval.name={of_a}", cwd=tmp_path)
     assert res.returncode == 2, res.stdout[-2000:]
     one_line_error(res, "exists and read folder")
     unchanged(run, before)
@@ -70,14 +70,14 @@ def test_two_folders_of_one_name_get_two_evaluations_and_both_reach_the_report(
 
 
 @pytest.fixture(scope="module")
-def evaluated(trained, tmp_path_factory, attnlab_cli) -> dict[str, Path]:
+def evaluated(trained, tmp_path_factory, attnlab_run) -> dict[str, Path]:
     """Both tiny runs copied and evaluated once (eval.n=4)."""
     root = tmp_path_factory.mktemp("evaluated")
     out = {}
     for kind, run in trained.items():
         dest = root / kind
         shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".lock"))
-        res = attnlab_cli("eval", dest, "eval.n=4", "eval.n_boot=0", cwd=root)
+        res = attnlab_run("eval", dest, "eval.n=4", "eval.n_boot=0", cwd=root)
         assert res.returncode == 0, res.stderr
         out[kind] = dest
     return out
@@ -85,7 +85,7 @@ def evaluated(trained, tmp_path_factory, attnlab_cli) -> dict[str, Path]:
 
 @pytest.mark.parametrize("bad", ["NaN", "abc", "inf", ""])
 def test_a_run_whose_table_has_a_bad_cell_is_listed_and_counted_nowhere(
-    bad, evaluated, attnlab_cli, tmp_path
+    bad, evaluated, attnlab_run, tmp_path
 ):
     runs = tmp_path / "runs"
     for seed, kind in enumerate(("s0", "s1")):  # two seeds of the attention reader
@@ -101,15 +101,15 @@ def test_a_run_whose_table_has_a_bad_cell_is_listed_and_counted_nowhere(
     table.write_text("\n".join(lines) + "\n")
     before = checksums(runs)
 
-    _, summary, md = report(attnlab_cli, tmp_path, runs)
+    _, summary, md = report(attnlab_run, tmp_path, runs)
     assert set(summary["n_seeds"]) == {1}  # the broken run is no seed of anything
     assert "line 3, column exact_acc" in md and "left out of every aggregate" in md
     unchanged(runs, before)
 
 
-def test_a_sound_table_with_unmeasured_metrics_still_counts(evaluated, attnlab_cli, tmp_path):
+def test_a_sound_table_with_unmeasured_metrics_still_counts(evaluated, attnlab_run, tmp_path):
     # The fixed reader has no attention weights: its align cells are empty, not broken.
-    _, summary, md = report(attnlab_cli, tmp_path, evaluated["fixed"])
+    _, summary, md = report(attnlab_run, tmp_path, evaluated["fixed"])
     assert set(summary["n_seeds"]) == {1} and "left out" not in md
 
 
@@ -117,32 +117,32 @@ def test_a_sound_table_with_unmeasured_metrics_still_counts(evaluated, attnlab_c
 
 
 def test_another_readers_checkpoint_in_a_run_is_refused_and_not_reported(
-    trained, evaluated, copy_run, attnlab_cli, tmp_path
+    trained, evaluated, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     shutil.copy(trained["fixed"] / "checkpoints" / "best.pt", run / "checkpoints" / "best.pt")
     before = checksums(run)
-    res = attnlab_cli("eval", run, "eval.n=4", cwd=tmp_path)
+    res = attnlab_run("eval", run, "eval.n=4", cwd=tmp_path)
     one_line_error(res, "fixed", "attention", "refused")
-    res = attnlab_cli("probe", run, "probe.n=2", "probe.pool=4", cwd=tmp_path)
+    res = attnlab_run("probe", run, "probe.n=2", "probe.pool=4", cwd=tmp_path)
     one_line_error(res, "fixed", "attention")
-    res = attnlab_cli("read", run / "eval.png", "--run", run, cwd=tmp_path)
+    res = attnlab_run("read", run / "eval.png", "--run", run, cwd=tmp_path)
     one_line_error(res, "fixed", "attention")
     unchanged(run, before)
 
     # Such an evaluation already on disk (made before this check existed) counts nowhere.
     shutil.copytree(evaluated["fixed"] / "eval", run / "eval")
-    out, summary, md = report(attnlab_cli, tmp_path, run, evaluated["fixed"])
+    out, summary, md = report(attnlab_run, tmp_path, run, evaluated["fixed"])
     assert set(summary["reader"]) == {"fixed"} and set(summary["n_seeds"]) == {1}
     assert "differs from config 'attention'" in md and "left out of every aggregate" in md
 
 
 def test_a_checkpoint_trained_with_other_data_than_its_run_is_refused(
-    trained, copy_run, attnlab_cli, tmp_path
+    trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     cfg = run / ".hydra" / "config.yaml"
     cfg.write_text(cfg.read_text().replace("height: 32", "height: 48", 1))
     before = checksums(run)
-    one_line_error(attnlab_cli("eval", run, "eval.n=4", cwd=tmp_path), "data.height")
+    one_line_error(attnlab_run("eval", run, "eval.n=4", cwd=tmp_path), "data.height")
     unchanged(run, before)

@@ -22,21 +22,21 @@ pytestmark = pytest.mark.slow  # nearly every test trains a tiny run in a subpro
 # --- [2] one process per run directory --------------------------------------------------------
 
 
-def test_a_second_process_in_a_busy_run_directory_is_refused(tmp_path, attnlab_cli):
+def test_a_second_process_in_a_busy_run_directory_is_refused(tmp_path, attnlab_run):
     run = tmp_path / "run"
     run.mkdir()
     first = start_training(run, "train.steps=400", "train.checkpoint_every=100")
     try:
         wait_for(run / "status.json", first)
-        second = attnlab_cli("train", *TINY, "seed=1", f"hydra.run.dir={run}", cwd=tmp_path)
+        second = attnlab_run("train", *TINY, "seed=1", f"hydra.run.dir={run}", cwd=tmp_path)
         one_line_error(second, "in use", "train, pid")
-        evaluation = attnlab_cli("eval", run, "eval.n=4", cwd=tmp_path)
+        evaluation = attnlab_run("eval", run, "eval.n=4", cwd=tmp_path)
         assert evaluation.returncode == 2  # no best.pt yet, or the run is locked: never mixed
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
     # A dead process holds no lock: the run resumes at once (to a shorter end, to be quick).
-    res = attnlab_cli("train", *TINY, "train.steps=20", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, "train.steps=20", f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
 
 
@@ -48,7 +48,7 @@ def test_a_second_process_in_a_busy_run_directory_is_refused(tmp_path, attnlab_c
     [("model=fixed", "another model config"), ("train.steps=0", "train.steps")],
 )
 def test_a_refused_command_leaves_a_finished_run_untouched(
-    override, mentions, trained, copy_run, attnlab_cli, tmp_path
+    override, mentions, trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
 
@@ -57,7 +57,7 @@ def test_a_refused_command_leaves_a_finished_run_untouched(
         return {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name not in skip}
 
     before = files()
-    res = attnlab_cli("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, override, f"hydra.run.dir={run}", cwd=tmp_path)
     one_line_error(res, mentions)
     after = files()
     assert sorted(after) == sorted(before)
@@ -71,16 +71,16 @@ def test_a_refused_command_leaves_a_finished_run_untouched(
 
 
 def test_every_file_a_run_an_evaluation_and_a_report_leave_is_readable_by_others(
-    tmp_path, attnlab_cli
+    tmp_path, attnlab_run
 ):
     run = tmp_path / "run"
     old = os.umask(0o022)
     try:  # the subprocesses inherit the umask
-        assert attnlab_cli("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
-        assert attnlab_cli("eval", run, "eval.n=6", cwd=tmp_path).returncode == 0
-        res = attnlab_cli("report", run, "--out", tmp_path / "report", cwd=tmp_path)
+        assert attnlab_run("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path).returncode == 0
+        assert attnlab_run("eval", run, "eval.n=6", cwd=tmp_path).returncode == 0
+        res = attnlab_run("report", run, "--out", tmp_path / "report", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
-        export = attnlab_cli("data", "export", tmp_path / "x", "--n", "2", cwd=tmp_path)
+        export = attnlab_run("data", "export", tmp_path / "x", "--n", "2", cwd=tmp_path)
         assert export.returncode == 0, export.stderr
     finally:
         os.umask(old)
@@ -95,7 +95,7 @@ def test_every_file_a_run_an_evaluation_and_a_report_leave_is_readable_by_others
 # --- [6] status after a signal, stale runs ------------------------------------------------------
 
 
-def test_sigterm_records_interrupted_with_the_step_and_the_run_resumes(tmp_path, attnlab_cli):
+def test_sigterm_records_interrupted_with_the_step_and_the_run_resumes(tmp_path, attnlab_run):
     run = tmp_path / "run"
     run.mkdir()
     proc = start_training(run, "train.steps=400", "train.checkpoint_every=10")
@@ -104,12 +104,12 @@ def test_sigterm_records_interrupted_with_the_step_and_the_run_resumes(tmp_path,
     assert proc.wait(timeout=60) != 0
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "interrupted" and status["step"] >= 10, status
-    res = attnlab_cli("train", *TINY, "train.steps=30", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, "train.steps=30", f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "resumed from" in (run / "train.log").read_text()
 
 
-def test_a_killed_run_is_reported_stale_with_its_last_checkpoint_step(tmp_path, attnlab_cli):
+def test_a_killed_run_is_reported_stale_with_its_last_checkpoint_step(tmp_path, attnlab_run):
     run = tmp_path / "run"
     run.mkdir()
     proc = start_training(run, "train.steps=400", "train.checkpoint_every=10")
@@ -125,7 +125,7 @@ def test_a_killed_run_is_reported_stale_with_its_last_checkpoint_step(tmp_path, 
     # The status follows every checkpoint (a kill may fall between the two writes).
     assert status["state"] == "running" and status["step"] % 10 == 0
     assert 0 < status["step"] <= ckpt["step"] <= status["step"] + 10
-    res = attnlab_cli("report", run, "--out", tmp_path / "report", cwd=tmp_path)
+    res = attnlab_run("report", run, "--out", tmp_path / "report", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "stale" in (tmp_path / "report" / "summary.md").read_text()
 
@@ -134,13 +134,13 @@ def test_a_killed_run_is_reported_stale_with_its_last_checkpoint_step(tmp_path, 
 
 
 def test_rerunning_a_finished_run_cleans_orphans_and_keeps_its_timing(
-    trained, copy_run, attnlab_cli, tmp_path
+    trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     orphan = run / "checkpoints" / ".last.pt.abc123.tmp"
     orphan.write_bytes(b"half a checkpoint")
     before = json.loads((run / "metrics.json").read_text())
-    res = attnlab_cli("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     after = json.loads((run / "metrics.json").read_text())
     assert not orphan.exists()
@@ -148,9 +148,9 @@ def test_rerunning_a_finished_run_cleans_orphans_and_keeps_its_timing(
     assert after["strips_per_s"] == before["strips_per_s"] > 0
 
 
-def test_a_run_refused_at_start_says_why_on_stderr_and_writes_nothing(tmp_path, attnlab_cli):
+def test_a_run_refused_at_start_says_why_on_stderr_and_writes_nothing(tmp_path, attnlab_run):
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, "model.stride=3", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, "model.stride=3", f"hydra.run.dir={run}", cwd=tmp_path)
     one_line_error(res, "stride")  # the reason, on stderr
     # A value refused by the checks writes nothing into the run (#24, #25): no train.log (the
     # job log is lazy), no status, no .hydra/, no lock; a sweep job still records "failed"
@@ -162,14 +162,14 @@ def test_a_run_refused_at_start_says_why_on_stderr_and_writes_nothing(tmp_path, 
 
 
 def test_paths_with_commas_quotes_and_non_ascii_characters(
-    trained, attnlab_cli, tmp_path, copy_run
+    trained, attnlab_run, tmp_path, copy_run
 ):
     run = copy_run(trained["attention"], name="rün, it's [1]")
     folder = tmp_path / "strïps, 'x'"
-    res = attnlab_cli("data", "export", folder, "--n", "4", "--lengths", "2-3", cwd=tmp_path)
+    res = attnlab_run("data", "export", folder, "--n", "4", "--lengths", "2-3", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (folder / "labels.csv").is_file()
-    res = attnlab_cli("eval", run, "--folder", folder, cwd=tmp_path)
+    res = attnlab_run("eval", run, "--folder", folder, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     (out,) = (run / "eval").glob(f"folder-{folder.name}-*-greedy")
     assert (out / "eval.json").is_file()
@@ -199,12 +199,12 @@ def test_a_full_disk_is_one_line_naming_the_file_and_loses_nothing(
     one_line_error(res, "cannot write")
 
 
-def test_outputs_that_would_land_on_something_else_are_refused(trained, attnlab_cli, tmp_path):
+def test_outputs_that_would_land_on_something_else_are_refused(trained, attnlab_run, tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")
-    one_line_error(attnlab_cli("report", trained["fixed"], "--out", a_file, cwd=tmp_path), "--out")
-    one_line_error(attnlab_cli("data", "export", a_file, "--n", "2", cwd=tmp_path), "export.out")
-    res = attnlab_cli("data", "preview", f"preview.out={tmp_path}", cwd=tmp_path)
+    one_line_error(attnlab_run("report", trained["fixed"], "--out", a_file, cwd=tmp_path), "--out")
+    one_line_error(attnlab_run("data", "export", a_file, "--n", "2", cwd=tmp_path), "export.out")
+    res = attnlab_run("data", "preview", f"preview.out={tmp_path}", cwd=tmp_path)
     one_line_error(res, "preview.out")
     assert a_file.read_text() == "keep me"
 
@@ -231,10 +231,10 @@ def test_the_sweep_summary_calls_a_killed_job_killed_and_names_its_own_logs(tmp_
         assert summarize(sweep)[1][0][1].startswith("running")
 
 
-def test_resuming_to_fewer_steps_than_done_says_so(trained, copy_run, attnlab_cli, tmp_path):
+def test_resuming_to_fewer_steps_than_done_says_so(trained, copy_run, attnlab_run, tmp_path):
     run = copy_run(trained["attention"])
     log = (run / "train.log").read_bytes()
-    res = attnlab_cli("train", *TINY, "train.steps=1", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, "train.steps=1", f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "nothing to train" in res.stdout + res.stderr
     assert (run / "train.log").read_bytes() == log  # a finished run is left as it was

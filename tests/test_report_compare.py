@@ -171,14 +171,14 @@ SWEEP = [
 
 
 @pytest.fixture(scope="module")
-def width_sweep(tmp_path_factory, attnlab_cli):
+def width_sweep(tmp_path_factory, attnlab_cli, attnlab_run):
     cwd = tmp_path_factory.mktemp("widths")
     sweep = cwd / "sweep"
     result = attnlab_cli(
         "sweep", "lengths", *SWEEP, f"hydra.sweep.dir={sweep}", cwd=cwd, timeout=900
     )
     assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
-    report = attnlab_cli("report", sweep, "--out", cwd / "report", cwd=cwd)
+    report = attnlab_run("report", sweep, "--out", cwd / "report", cwd=cwd)
     assert report.returncode == 0, report.stderr
     return result, sweep, cwd / "report"
 
@@ -264,17 +264,17 @@ def test_compare_any_two_variants(width_sweep, attnlab_run, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_one_config_and_one_seed_run_twice_count_once(trained, copy_run, attnlab_cli, tmp_path):
+def test_one_config_and_one_seed_run_twice_count_once(trained, copy_run, attnlab_run, tmp_path):
     first = copy_run(trained["attention"], "runs/first")
     again = tmp_path / "runs" / "again"
-    res = attnlab_cli(
+    res = attnlab_run(
         "train", "preset=tiny", "train.progress=plain", "model=attention",
         f"hydra.run.dir={again}", cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     for run in (first, again):
-        assert attnlab_cli("eval", run, cwd=tmp_path).returncode == 0
-    res = attnlab_cli("report", tmp_path / "runs", "--out", tmp_path / "report", cwd=tmp_path)
+        assert attnlab_run("eval", run, cwd=tmp_path).returncode == 0
+    res = attnlab_run("report", tmp_path / "runs", "--out", tmp_path / "report", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     agg = pd.read_csv(tmp_path / "report" / "summary.csv")
     assert set(agg["n_seeds"]) == {1} and set(agg["variant"]) == {"attention"}

@@ -12,63 +12,40 @@ commands (``scontrol requeue``, ``scancel``). 4-5 minutes on 2 cores (7 at load 
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from helpers.slurm import (
+    Sweep,
+    find_partition,
+    hydra_job,
+    job_info,
+    read_json,
+    release_if_held,
+    run,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
 BATCH = 32  # train.batch_size of preset=tiny
-JOB_STATES_UP = ("idle", "mix", "mixed")
 
 
-def _run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def _find_partition() -> tuple[str | None, str]:
-    """A partition with an idle node, or None and why there is none."""
-    if not shutil.which("sinfo"):
-        return None, "no SLURM here (sinfo not found); bash scripts/slurm_local.sh up starts one"
-    try:
-        out = _run("sinfo", "-h", "-o", "%P|%t", timeout=15)
-    except subprocess.TimeoutExpired:
-        return None, "sinfo did not answer in 15 s (is slurmctld running?)"
-    if out.returncode != 0:
-        first = (out.stderr.strip().splitlines() or ["no output"])[0]
-        return None, f"no SLURM controller answers (sinfo: {first})"
-    rows = [ln.split("|") for ln in out.stdout.split() if "|" in ln]
-    wanted = os.environ.get("ATTNLAB_SLURM_PARTITION")
-    usable = [p for p, state in rows if state in JOB_STATES_UP]
-    if wanted:
-        if wanted in {p.rstrip("*") for p in usable}:
-            return wanted, ""
-        return None, f"partition {wanted} has no idle node (sinfo: {out.stdout.strip()!r})"
-    usable.sort(key=lambda p: not p.endswith("*"))  # the default partition first
-    if not usable:
-        return None, f"no idle SLURM node (sinfo: {out.stdout.strip()!r})"
-    return usable[0].rstrip("*"), ""
-
-
-PARTITION, WHY = _find_partition()
+PARTITION, WHY = find_partition()
 if PARTITION is None:
     pytest.skip(WHY, allow_module_level=True)
 
 # Whether sacct answers (SLURM accounting): without it, hydra/launcher=slurm reads job states
 # from squeue (hydra_plugins/attnlab_slurm/launcher.py).
-ACCOUNTING = bool(shutil.which("sacct")) and _run("sacct", "-n", "-j", "1").returncode == 0
+ACCOUNTING = bool(shutil.which("sacct")) and run("sacct", "-n", "-j", "1").returncode == 0
 
 # Every job: one CPU, no GPU, 1 GB; the job's own SLURM time limit is set per test.
 SLURM = [
@@ -81,109 +58,6 @@ SLURM = [
 ]
 
 
-# -- helpers ---------------------------------------------------------------------------------
-
-
-def wait_for(cond: Callable[[], object], timeout: float, what: str, sweep=None) -> object:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        if sweep is not None and sweep.proc.poll() is not None:
-            raise AssertionError(f"the sweep ended (exit {sweep.proc.returncode}) before {what}")
-        time.sleep(0.5)
-    tail = sweep.tail() if sweep is not None else ""
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{tail}")
-
-
-def job_info(job_id: str) -> dict[str, str]:
-    """``scontrol show job``: JobState, Reason, Restarts, ... ({} once SLURM forgot it)."""
-    out = _run("scontrol", "show", "job", "-o", job_id)
-    if out.returncode != 0:
-        return {}
-    return dict(kv.split("=", 1) for kv in out.stdout.split() if "=" in kv)
-
-
-def release_if_held(job_id: str, *changes: str) -> bool:
-    """A requeued batch job waits about two minutes (Reason=BeginTime) before SLURM starts
-    it again; start it now instead (with ``changes``, e.g. ``timelimit=10``). True when it
-    was held."""
-    info = job_info(job_id)
-    if info.get("JobState") == "PENDING" and info.get("Reason") == "BeginTime":
-        out = _run("scontrol", "update", f"jobid={job_id}", "starttime=now", *changes)
-        assert out.returncode == 0, out.stderr
-        return True
-    return False
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def hydra_job(job: Path) -> dict | None:
-    """The job's ``.hydra/hydra.yaml`` (None while Hydra has not finished writing it)."""
-    try:
-        data = yaml.safe_load((job / ".hydra" / "hydra.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-    return data.get("hydra") if isinstance(data, dict) else None
-
-
-class Sweep:
-    """One ``attnlab sweep lengths`` subprocess, its output in files, its jobs on SLURM."""
-
-    def __init__(self, cwd: Path, env: dict[str, str], args: list[str]):
-        self.cwd = cwd
-        self.dir = cwd / "sweep"
-        self.out_path, self.err_path = cwd / "stdout.txt", cwd / "stderr.txt"
-        cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", *SLURM, *args]
-        cmd.append(f"hydra.sweep.dir={self.dir}")
-        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
-        self.started = time.time()
-
-    @property
-    def stdout(self) -> str:
-        return self.out_path.read_text()
-
-    @property
-    def stderr(self) -> str:
-        return self.err_path.read_text()
-
-    def tail(self) -> str:
-        return f"stdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"the sweep did not end in {timeout:.0f}s\n{self.tail()}"
-            ) from None
-
-    def job(self, num: int, timeout: float = 120) -> Path:
-        """Job ``num``'s run directory, once the job has started on SLURM."""
-        job = self.dir / str(num)
-        wait_for(lambda: hydra_job(job), timeout, f"job {num} to start", self)
-        return job
-
-    def slurm_id(self, job: Path) -> str:
-        """The SLURM id of a job (``<array id>_<task>``), as submitit gave it to Hydra."""
-        return str(hydra_job(job)["job"]["id"])
-
-    def cleanup(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        arrays = {p.name.split("_")[0] for p in self.dir.glob(".submitit/*") if p.is_dir()}
-        if arrays:
-            _run("scancel", *sorted(arrays))
-
-
 @pytest.fixture(scope="module")
 def start_sweep(cli_env):
     """``start_sweep(cwd, *overrides)``: a sweep in ``cwd/sweep``; killed and its jobs
@@ -191,7 +65,7 @@ def start_sweep(cli_env):
     started: list[Sweep] = []
 
     def start(cwd: Path, *args: str) -> Sweep:
-        sweep = Sweep(cwd, cli_env, list(args))
+        sweep = Sweep(cwd, cli_env, [*SLURM, *args])
         started.append(sweep)
         return sweep
 
@@ -271,7 +145,7 @@ def test_requeued_job_resumes_exactly(start_sweep, tmp_path):
     job_id = sweep.slurm_id(job)
     status = read_json(job / "status.json")
     assert status["state"] == "running" and status["step"] < steps, status
-    assert _run("scontrol", "requeue", job_id).returncode == 0
+    assert run("scontrol", "requeue", job_id).returncode == 0
     wait_for(lambda: release_if_held(job_id), 60, f"{job_id} to be requeued", sweep)
 
     assert sweep.wait(300) == 0, sweep.tail()
@@ -397,7 +271,7 @@ def test_killed_job_is_reported_and_the_other_completes(start_sweep, tmp_path):
     killed, other = sweep.job(0), sweep.job(1)
     wait_for((killed / "checkpoints" / "last.pt").is_file, 120, "job 0's checkpoint", sweep)
     killed_id = sweep.slurm_id(killed)
-    assert _run("scancel", "--signal=KILL", killed_id).returncode == 0
+    assert run("scancel", "--signal=KILL", killed_id).returncode == 0
     killed_at = time.time()
 
     def other_done():

@@ -27,10 +27,10 @@ GLYPHS = ["data.font_sizes=[26]", "data.stroke_widths=[0]", "data.variants=2"]
 
 
 @pytest.fixture(scope="module")
-def strips(tmp_path_factory, attnlab_cli) -> Path:
+def strips(tmp_path_factory, attnlab_run) -> Path:
     """200 exported strips of lengths 1-3 (the tiny preset's seen lengths): 20 held out."""
     root = tmp_path_factory.mktemp("strips")
-    res = attnlab_cli("data", "export", root / "s", "--n", 200, "--lengths", "1-3", *GLYPHS,
+    res = attnlab_run("data", "export", root / "s", "--n", 200, "--lengths", "1-3", *GLYPHS,
                       cwd=root)  # fmt: skip
     assert res.returncode == 0, res.stderr
     return root / "s"
@@ -53,9 +53,9 @@ def test_every_parameter_of_every_reader_is_in_exactly_one_part(name):
     assert "encoder" in type(model).PARTS
 
 
-def test_a_bad_part_name_is_one_line_listing_the_parts_and_exit_2(attnlab_cli, tmp_path):
+def test_a_bad_part_name_is_one_line_listing_the_parts_and_exit_2(attnlab_run, tmp_path):
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, "model=fixed", "train.freeze=[encoder,decodr]",
+    res = attnlab_run("train", *TINY, "model=fixed", "train.freeze=[encoder,decodr]",
                       f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
@@ -68,14 +68,14 @@ def test_a_bad_part_name_is_one_line_listing_the_parts_and_exit_2(attnlab_cli, t
 
 
 def test_a_frozen_encoder_stays_bit_identical_and_has_no_optimiser_state(
-    trained, strips, attnlab_cli, tmp_path
+    trained, strips, attnlab_run, tmp_path
 ):
     """Fine-tuned on labelled strips with one character more (the output rows mapped by
     character, the new one re-initialised), the encoder frozen: its weights are the source's
     to the bit after training, and the optimiser holds state for the other parts only."""
     src = trained["attention"]
     run = tmp_path / "ft"
-    res = attnlab_cli("train", *TINY, f"init_from={src}", "data=folder", f"data.path={strips}",
+    res = attnlab_run("train", *TINY, f"init_from={src}", "data=folder", f"data.path={strips}",
                       "data.charset=0123456789X", "train.freeze=[encoder]",
                       f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -116,7 +116,7 @@ def test_the_draw_order_is_nested_balanced_and_says_where_a_length_runs_short(ca
 
 
 @pytest.fixture(scope="module")
-def curve(tmp_path_factory, attnlab_cli, trained, strips):
+def curve(tmp_path_factory, attnlab_cli, attnlab_run, trained, strips):
     """A tiny data-needs sweep: 2 limits x scratch/fine-tuned, seed 0, then its report."""
     root = tmp_path_factory.mktemp("curve")
     sweep = root / "sweep"
@@ -125,7 +125,7 @@ def curve(tmp_path_factory, attnlab_cli, trained, strips):
                       f"data.path={strips}", "data.limit=20,60", f"init_from=null,{src}",
                       f"hydra.sweep.dir={sweep}", cwd=root, timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
-    rep = attnlab_cli("report", sweep, "--out", root / "report", cwd=root)
+    rep = attnlab_run("report", sweep, "--out", root / "report", cwd=root)
     assert rep.returncode == 0, rep.stderr
     jobs = {}
     for cfg in sweep.glob("*/.hydra/config.yaml"):
@@ -150,19 +150,19 @@ def test_nested_draws_and_the_same_held_out_strips_for_every_limit(curve):
     assert Counter(length[i] for i in small["drawn_ids"]) == {1: 7, 2: 7, 3: 6}
 
 
-def test_a_resume_with_another_limit_is_refused(curve, copy_run, attnlab_cli, tmp_path):
+def test_a_resume_with_another_limit_is_refused(curve, copy_run, attnlab_run, tmp_path):
     _, jobs, _ = curve
     run = copy_run(jobs[(20, False)])
     before = (run / "checkpoints" / "last.pt").read_bytes()
     cfg = json.loads(json.dumps(torch.load(run / "checkpoints" / "last.pt")["config"]))
-    res = attnlab_cli("train", *TINY, "model=attention", "data=folder",
+    res = attnlab_run("train", *TINY, "model=attention", "data=folder",
                       f"data.path={cfg['data']['path']}", "data.limit=60",
                       f"hydra.run.dir={run}", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 2
     assert "data.limit=20; this command: data.limit=60" in res.stderr
     assert (run / "checkpoints" / "last.pt").read_bytes() == before
     fresh = tmp_path / "over"
-    over = attnlab_cli("train", *TINY, "data=folder", f"data.path={cfg['data']['path']}",
+    over = attnlab_run("train", *TINY, "data=folder", f"data.path={cfg['data']['path']}",
                        "data.limit=181", f"hydra.run.dir={fresh}", cwd=tmp_path)  # fmt: skip
     assert over.returncode == 2 and len(over.stderr.strip().splitlines()) == 1
     assert "has 180 training strips" in over.stderr and not any(fresh.rglob("*"))

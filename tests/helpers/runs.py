@@ -164,7 +164,10 @@ def add_readings(run: Path, correct: dict[int, list[int]], prints: dict[int, str
     ev.meta_file.write_text(json.dumps(meta))
 
 
-TINY = ["preset=tiny", "train.progress=plain"]
+# One thread: runs that tests compare bit for bit (a resumed run with the session's trained
+# one) train at the same thread count whatever the load (train.thread_policy=adaptive would
+# follow the load, and 1- and 2-thread runs differ in the last bits).
+TINY = ["preset=tiny", "train.progress=plain", "train.threads=1"]
 
 
 def one_line_error(res: subprocess.CompletedProcess[str], *mentions: str) -> None:
@@ -228,3 +231,12 @@ def unchanged(root: Path, before: dict[str, str]) -> None:
         lost(before, after),
         sorted(set(after) - set(before)),
     )
+
+
+def write_sweep(sweep: Path, jobs: list[dict]) -> Path:
+    """A Hydra multirun directory: multirun.yaml at the top, jobs in 0/, 1/, ..."""
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra:\n  mode: MULTIRUN\n")
+    for i, job in enumerate(jobs):
+        write_run(sweep / str(i), **job)
+    return sweep
