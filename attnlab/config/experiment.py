@@ -135,7 +135,7 @@ class EvalConfig:
     failures_shown: int = 10  # most confident failures printed
     # explore.json (the report's explorer): the first explore_n strips of each length, with
     # image, spans, reading, per-step confidences and attention rows; 0 = none written.
-    # 32: a default sweep's page (6 runs x 16 lengths) gains about 2.3 MB (README).
+    # 32: a default sweep's page (6 runs x 16 lengths) gains about 2.3 MB (scripts/README.md).
     explore_n: int = 32
 
     @classmethod

@@ -13,7 +13,17 @@ Layout of a run directory::
     status.json                                 RunStatus + step + error
     metrics.json                                TrainMetrics, when training finished
     objective.json                              train.objective's value, when one is asked
-    eval/<name>/                                one EvalDir per evaluation
+    data_split.json                             data=folder: the held-out strip ids, counts
+    eval/<name>/                                one EvalDir per evaluation:
+      metrics_by_length.csv  .md                every metric (evaluation.metrics), per length
+                                                and seen/unseen totals
+      readings.csv                              every strip: truth, reading, confidence,
+                                                edits, failure mode
+      thresholds.csv  reliability.png  stops.png   confidence thresholds, calibration, stops
+      maps/  attention_summary.png  pace.png    readers with weights: attention maps
+      explore.json                              the report explorer's sample of strips
+      eval.json                                 EvalMeta, written last (fingerprints)
+    probe/<name>/                               attnlab probe (attnlab.runs.probedir)
     .lock                                       held while a process trains or evaluates here
 """
 
