@@ -96,7 +96,7 @@ def settings(cfg: DictConfig, config_name: str | None = None) -> dict[str, Any]:
     if objective is None:
         raise UserError(
             f"hydra/sweeper={opt.name} needs one number from each trial: set train.objective "
-            f"to one of {', '.join(OBJECTIVES)} (README, \"Sweepers\")"
+            f"to one of {', '.join(OBJECTIVES)} (README, 'Sweepers')"
         )
     TrainConfig.check(cfg.train)  # an unknown objective: the task's own line, once
     check_objective_of(config_name or "", objective)
