@@ -7,8 +7,9 @@ reaches the whole process group, workers included, but ``kill PID`` or a schedul
 to the sweep reaches only its main process: by default that process dies at once and the
 workers go on training, orphaned. Here the main process passes SIGTERM on to every worker,
 whose job records itself as interrupted (``attnlab.runtime.sigterm_as_interrupt``) and
-returns that error; joblib then dispatches no further job, ends its workers and raises it,
-so the command ends with no process left behind. Each run resumes from its ``last.pt``
+returns that error; the main process waits until no job holds its run directory, then joblib
+dispatches no further job, ends its workers and raises it, so the command ends with no
+process left behind and no job cut short while it saves. Each run resumes from its ``last.pt``
 when the sweep is run again.
 
 With ``pre_dispatch: n_jobs`` and ``batch_size: 1`` (parallel.yaml) no job is queued
