@@ -40,7 +40,7 @@ def _share_the_cpus() -> None:
     """A pytest-xdist worker's own torch (the tests that train or read in-process) gets its
     share of the CPUs, not all of them: with a worker per CPU, torch's default of a thread per
     core ran each worker's two threads against the other worker's (a tiny training took 115 s
-    in the suite against 15 s alone). Subprocesses are not affected: attnlab sets their
+    in the suite, 9 s with its share). Subprocesses are not affected: attnlab sets their
     threads itself (train.thread_policy)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     import torch

@@ -89,3 +89,28 @@ def test_batch_by_length_reaches_the_training_stream(tmp_path):
     assert all(math.isfinite(trainer.train_step()) for _ in range(3))
     mixed = Trainer(tiny_config("attention"), RunDir(tmp_path / "mixed"))
     assert not mixed.stream.by_length  # the default: lengths mixed in every batch
+
+
+def test_a_job_stopped_before_its_first_step_is_interrupted_and_a_refused_one_failed(tmp_path):
+    """A sweep job that ends while it is being set up: a SIGTERM or Ctrl-C there is no
+    failure (running the sweep again starts it), a refusal is."""
+    from attnlab.runs.rundir import RunDir, RunStatus
+    from attnlab.runtime import Interrupted
+    from attnlab.training.session import _refused_or_stopped
+
+    cases = [
+        (Interrupted(), RunStatus.interrupted, "interrupted (SIGTERM)"),
+        (KeyboardInterrupt(), RunStatus.interrupted, "interrupted (Ctrl-C)"),
+        (ValueError("model.hidden=0: must be >= 1"), RunStatus.failed,
+         "ValueError: model.hidden=0: must be >= 1"),
+    ]  # fmt: skip
+    for i, (err, state, reason) in enumerate(cases):
+        run = RunDir(tmp_path / str(i))
+        run.path.mkdir()
+        _refused_or_stopped(run, err, fresh=True)
+        status = run.read_status()
+        assert (status.state, status.step, status.error) == (state, 0, reason)
+    kept = RunDir(tmp_path / "kept")  # a run that was there keeps its own status
+    kept.path.mkdir()
+    _refused_or_stopped(kept, Interrupted(), fresh=False)
+    assert not kept.status_file.exists()

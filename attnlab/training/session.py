@@ -66,10 +66,9 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             if fresh and not _is_multirun():  # the CLI says why on stderr; no trace here
                 _leave_as_it_was(run, lock.path, was_there)
                 raise
-            log.error("refused: %s", one_line(err))
             if fresh:  # a sweep job that never started: the sweep summary lists it
                 write_hydra_files(run, cfg)
-                _record(run, RunStatus.failed, 0, f"{type(err).__name__}: {one_line(err)}")
+            _refused_or_stopped(run, err, fresh)
             raise
         if _is_finished(run, trainer):  # asked again: the run stays exactly as it was
             log.warning(
@@ -98,6 +97,18 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
     return metrics
+
+
+def _refused_or_stopped(run: RunDir, err: BaseException, fresh: bool) -> None:
+    """A job that ended before its first step: refused (failed), or stopped by Ctrl-C,
+    SIGTERM or a requeue while it was being set up (interrupted: running it again starts
+    it). Only a fresh run gets a status; a run that was there keeps its own."""
+    stopped = isinstance(err, (KeyboardInterrupt, SystemExit))
+    reason = f"interrupted ({_what_ended(err)})" if stopped else one_line(err)
+    log.error("%s: %s", "stopped before its first step" if stopped else "refused", reason)
+    if fresh:
+        state = RunStatus.interrupted if stopped else RunStatus.failed
+        _record(run, state, 0, reason if stopped else f"{type(err).__name__}: {reason}")
 
 
 def _what_ended(err: BaseException) -> str:
