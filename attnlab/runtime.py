@@ -159,14 +159,15 @@ class sigterm_as_interrupt:
 
     def __enter__(self):
         self.previous = None
+        self.received = False  # whether a SIGTERM came while this handler was on
         if threading.current_thread() is threading.main_thread() and not os.environ.get(
             "SUBMITIT_EXECUTOR"
         ):
             self.previous = signal.signal(signal.SIGTERM, self._raise)
         return self
 
-    @staticmethod
-    def _raise(signum, frame):
+    def _raise(self, signum, frame):
+        self.received = True
         raise Interrupted()
 
     def __exit__(self, *exc):

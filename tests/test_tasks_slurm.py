@@ -236,7 +236,12 @@ def test_time_limit_requeues_and_resumes(time_limit_sweep):
     assert sweep.held_status, "SLURM never held the requeued job"
     resumed = re.findall(r"resumed from (\S+) at step (\d+)", (job / "train.log").read_text())
     assert resumed and all(path == str(job / "checkpoints" / "last.pt") for path, _ in resumed)
-    assert all(0 < int(step) < sweep.steps for _, step in resumed)
+    if all(int(step) == sweep.steps for _, step in resumed):  # timed out while evaluating
+        pytest.skip(
+            f"the time limit came after the job's {sweep.steps} steps, in its evaluation: "
+            "training was faster than measured in the complete sweep (the load changed)"
+        )
+    assert all(0 < int(step) < sweep.steps for _, step in resumed), resumed
 
     # The sweep directory was resolved once: the requeued job wrote into the same one.
     assert sorted(p.name for p in sweep.dir.iterdir() if not p.name.startswith(".")) == [

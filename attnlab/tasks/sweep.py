@@ -69,7 +69,7 @@ def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     # A stopped sweep: this job says so, as in training. One handler from the first step to
     # the last evaluation: a SIGTERM just after training wrote "complete" (the run directory
     # still being closed) is an interrupted evaluation too, never a worker killed silently.
-    with sigterm_as_interrupt():
+    with sigterm_as_interrupt() as stop:
         try:
             metrics = train(cfg, run_dir)
             trained = True
@@ -77,25 +77,29 @@ def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             if cfg.get("init_from") and cfg.data.source == "folder":
                 evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, log.info, synthetic=True)
         except BaseException as err:
-            _record_evaluation_end(RunDir(run_dir), err, trained)
+            _record_evaluation_end(RunDir(run_dir), err, trained, stop.received)
             raise
     return {**metrics, "eval_dir": str(out)}
 
 
-def _record_evaluation_end(run: RunDir, err: BaseException, trained: bool) -> None:
+def _record_evaluation_end(run: RunDir, err: BaseException, trained: bool, sigterm: bool) -> None:
     """The status of a job that ended once its training was complete: interrupted (Ctrl-C,
     SIGTERM, a requeue: it resumes) or failed, with the evaluation's error. An error inside
-    training was recorded by training itself; a SIGTERM (``Interrupted``, raised only while
-    this job's handler is on) after training wrote "complete" is the evaluation's."""
+    training was recorded by training itself. ``sigterm``: this job's handler caught a
+    SIGTERM after training wrote "complete"; whatever error it surfaced as (a library may
+    wrap it: reading a YAML file turned it into an unreadable config), the job was stopped."""
     try:
         status = run.read_status()
     except RunFileError:
         return
-    if status.state is not RunStatus.complete or not (trained or isinstance(err, Interrupted)):
+    if status.state is not RunStatus.complete or not (trained or sigterm):
         return
-    requeued = isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes: not a failure
-    state = RunStatus.interrupted if requeued else RunStatus.failed
-    run.write_status(state, status.step, f"evaluation: {type(err).__name__}: {err}")
+    if sigterm and not isinstance(err, Interrupted):
+        reason = f"evaluation: Interrupted (SIGTERM, surfacing as {type(err).__name__}: {err})"
+    else:
+        reason = f"evaluation: {type(err).__name__}: {err}"
+    stopped = sigterm or isinstance(err, (KeyboardInterrupt, SystemExit))  # resumes
+    run.write_status(RunStatus.interrupted if stopped else RunStatus.failed, status.step, reason)
 
 
 def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:

@@ -5,8 +5,9 @@
 the one difference is what SIGTERM to the sweep's own process does. Ctrl-C in a terminal
 reaches the whole process group, workers included, but ``kill PID`` or a scheduler's signal
 to the sweep reaches only its main process: by default that process dies at once and the
-workers go on training, orphaned. Here the main process passes SIGTERM on to every worker,
-whose job records itself as interrupted (``attnlab.runtime.sigterm_as_interrupt``) and
+workers go on training, orphaned. Here the main process passes SIGTERM on to every worker
+that runs a job (``MarksBusy``: an idle worker would die of it and break the pool), whose job
+records itself as interrupted (``attnlab.runtime.sigterm_as_interrupt``) and
 returns that error; the main process waits until no job holds its run directory, then joblib
 dispatches no further job, ends its workers and raises it, so the command ends with no
 process left behind and no job cut short while it saves. Each run resumes from its ``last.pt``
@@ -67,16 +68,49 @@ class OnGpuSlot:
 
 
 GRACE_S = 60.0  # how long a stopped sweep waits for its jobs to say how they ended
+STOP = "stop"  # the marker a stopping sweep leaves for jobs that would start now
 
 
-def forward_to_workers(signum: int, frame: object, sweep_dir: str | None = None) -> None:
-    """SIGTERM to the sweep: the same signal to each worker process; the sweep then ends
-    when their jobs have returned (joblib raises the first one's interruption). Before it
-    lets joblib go on, it waits until no job holds its run directory: once the first
-    interruption reaches joblib it kills every worker, and on a busy machine a job still
-    finishing its step would die before saving last.pt and writing "interrupted"."""
+class MarksBusy:
+    """The task function, run with the marker ``busy-<pid>`` under ``folder`` while it runs,
+    so that a stopped sweep signals only the workers that run a job: an idle loky worker has
+    SIGTERM's default action, and its death breaks the pool, whereupon loky kills the busy
+    workers before their jobs say how they ended. A job that would start once the sweep is
+    stopping (``STOP`` there) does not start."""
+
+    def __init__(self, task_function: Any, folder: str) -> None:
+        self.task_function = task_function
+        self.folder = folder
+
+    def __call__(self, cfg: Any) -> Any:
+        from attnlab.runtime import Interrupted
+
+        folder = Path(self.folder)
+        if (folder / STOP).exists():
+            raise Interrupted()
+        mark = folder / f"busy-{os.getpid()}"
+        mark.touch()
+        try:
+            return self.task_function(cfg)
+        finally:
+            mark.unlink(missing_ok=True)
+
+
+def forward_to_workers(
+    signum: int, frame: object, busy: str | None = None, sweep_dir: str | None = None
+) -> None:
+    """SIGTERM to the sweep: the same signal to each worker process that runs a job (all of
+    them without ``busy``, the markers' folder); the sweep then ends when their jobs have
+    returned (joblib raises the first one's interruption). Before it lets joblib go on, it
+    waits until no job holds its run directory: once the first interruption reaches joblib
+    it kills every worker, and on a busy machine a job still finishing its step would die
+    before saving last.pt and writing "interrupted"."""
+    running = None
+    if busy is not None:
+        Path(busy, STOP).touch()
+        running = {int(m.name.split("-")[1]) for m in Path(busy).glob("busy-*")}
     for worker in multiprocessing.active_children():
-        if worker.pid is not None:
+        if worker.pid is not None and (running is None or worker.pid in running):
             try:
                 os.kill(worker.pid, signum)
             except ProcessLookupError:  # ended in between
@@ -127,10 +161,13 @@ class ParallelLauncher(JoblibLauncher):
         if threading.current_thread() is not threading.main_thread():
             return super().launch(job_overrides, initial_job_idx)
         sweep_dir = str(self.config.hydra.sweep.dir) if self.config is not None else None
-        previous = signal.signal(
-            signal.SIGTERM, functools.partial(forward_to_workers, sweep_dir=sweep_dir)
-        )
-        try:
-            return super().launch(job_overrides, initial_job_idx)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        task_function = self.task_function
+        with tempfile.TemporaryDirectory(prefix="attnlab_busy_") as busy:
+            self.task_function = MarksBusy(task_function, busy)
+            forward = functools.partial(forward_to_workers, busy=busy, sweep_dir=sweep_dir)
+            previous = signal.signal(signal.SIGTERM, forward)
+            try:
+                return super().launch(job_overrides, initial_job_idx)
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+                self.task_function = task_function
