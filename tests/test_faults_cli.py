@@ -19,12 +19,11 @@ import torch
 from helpers.images import png_header, strip_png
 from helpers.runs import (
     TINY,
+    busy_run,
     checksums,
     one_line_error,
     run_limited,
-    start_training,
     unchanged,
-    wait_for,
 )
 from PIL import Image
 
@@ -204,18 +203,12 @@ def test_a_bad_value_for_a_finished_run_is_one_line_and_changes_nothing(
 
 def test_a_refused_trainer_leaves_the_hydra_files_of_a_busy_run_alone(tmp_path, attnlab_run):
     run = tmp_path / "R2"
-    run.mkdir()
-    first = start_training(run, "train.steps=400", "train.checkpoint_every=1000")
-    try:
-        wait_for(run / "status.json", first)
+    with busy_run(run, "train.steps=400", "train.checkpoint_every=1000", stop=signal.SIGTERM):
         hydra = {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()}
         res = attnlab_run("train", *TINY, "model=fixed", "seed=5", f"hydra.run.dir={run}",
                           cwd=tmp_path)  # fmt: skip
         one_line_error(res, "in use")
         assert {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()} == hydra
-    finally:
-        first.send_signal(signal.SIGTERM)
-        first.wait(timeout=60)
     # Interrupted before its first checkpoint: SIGTERM saved last.pt at the step it stopped
     # (tests/test_runs_record.py), and still a refused command changes nothing of the run.
     assert json.loads((run / "status.json").read_text())["state"] == "interrupted"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.runs import TINY, one_line_error, run_limited, start_training, wait_for
+from helpers.runs import TINY, busy_run, one_line_error, run_limited, start_training, wait_for
 
 pytestmark = pytest.mark.slow  # nearly every test trains a tiny run in a subprocess
 
@@ -24,17 +24,11 @@ pytestmark = pytest.mark.slow  # nearly every test trains a tiny run in a subpro
 
 def test_a_second_process_in_a_busy_run_directory_is_refused(tmp_path, attnlab_run):
     run = tmp_path / "run"
-    run.mkdir()
-    first = start_training(run, "train.steps=400", "train.checkpoint_every=100")
-    try:
-        wait_for(run / "status.json", first)
+    with busy_run(run, "train.steps=400", "train.checkpoint_every=100"):
         second = attnlab_run("train", *TINY, "seed=1", f"hydra.run.dir={run}", cwd=tmp_path)
         one_line_error(second, "in use", "train, pid")
         evaluation = attnlab_run("eval", run, "eval.n=4", cwd=tmp_path)
         assert evaluation.returncode == 2  # no best.pt yet, or the run is locked: never mixed
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait()
     # A dead process holds no lock: the run resumes at once (to a shorter end, to be quick).
     res = attnlab_run("train", *TINY, "train.steps=20", f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

@@ -20,8 +20,6 @@ from attnlab.report import (
 )
 from attnlab.runs.rundir import RunDir
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _row(agg: pd.DataFrame, **where) -> pd.Series:
     mask = np.ones(len(agg), dtype=bool)

@@ -3,6 +3,7 @@ tests' subprocess helpers); test modules import from here, never from each other
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +185,20 @@ def start_training(run: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         cmd, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
+
+
+@contextlib.contextmanager
+def busy_run(run: Path, *args: str, stop: int = signal.SIGKILL) -> Iterator[subprocess.Popen]:
+    """A tiny training of ``args`` in ``run`` (a subprocess), once it has written its
+    status: the run is busy for the block, and ``stop`` ends the training after it."""
+    run.mkdir(exist_ok=True)
+    proc = start_training(run, *args)
+    try:
+        wait_for(run / "status.json", proc)
+        yield proc
+    finally:
+        proc.send_signal(stop)
+        proc.wait(timeout=60)
 
 
 def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 120) -> None:
