@@ -203,7 +203,7 @@ def test_a_bad_value_for_a_finished_run_is_one_line_and_changes_nothing(
 
 def test_a_refused_trainer_leaves_the_hydra_files_of_a_busy_run_alone(tmp_path, attnlab_run):
     run = tmp_path / "R2"
-    with busy_run(run, "train.steps=400", "train.checkpoint_every=1000", stop=signal.SIGTERM):
+    with busy_run(run, "train.steps=100000", "train.checkpoint_every=1000", stop=signal.SIGTERM):
         hydra = {p.name: p.read_bytes() for p in (run / ".hydra").iterdir()}
         res = attnlab_run("train", *TINY, "model=fixed", "seed=5", f"hydra.run.dir={run}",
                           cwd=tmp_path)  # fmt: skip

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # nearly every test trains a tiny run in a subpro
 
 def test_a_second_process_in_a_busy_run_directory_is_refused(tmp_path, attnlab_run):
     run = tmp_path / "run"
-    with busy_run(run, "train.steps=400", "train.checkpoint_every=100"):
+    with busy_run(run, "train.steps=100000", "train.checkpoint_every=100"):
         second = attnlab_run("train", *TINY, "seed=1", f"hydra.run.dir={run}", cwd=tmp_path)
         one_line_error(second, "in use", "train, pid")
         evaluation = attnlab_run("eval", run, "eval.n=4", cwd=tmp_path)
@@ -208,18 +208,34 @@ def test_the_sweep_summary_calls_a_killed_job_killed_and_names_its_own_logs(tmp_
     from attnlab.tasks.sweep import job_logs, summarize
 
     sweep = tmp_path / "sweep"
-    for i, state in enumerate([RunStatus.complete, RunStatus.running, RunStatus.interrupted]):
+    states = [RunStatus.complete, RunStatus.running, RunStatus.interrupted, RunStatus.complete]
+    for i, state in enumerate(states):
         job = RunDir(sweep / str(i))
         job.config.parent.mkdir(parents=True)
-        job.config.write_text("seed: 0\n")
+        job.config.write_text("seed: 0\ndata:\n  source: synthetic\n")
         (job.config.parent / "hydra.yaml").write_text(f"hydra:\n  job:\n    id: '7_{i}'\n")
-        job.write_status(state, 40, None if i < 2 else "interrupted (SystemExit)")
+        job.write_status(state, 40, None if i != 2 else "interrupted (SystemExit)")
         (sweep / ".submitit" / f"7_{i}").mkdir(parents=True)
         (sweep / ".submitit" / f"7_{i}" / f"7_{i}_0_log.err").write_text("")
+        job.metrics_file.write_text("{}")
+    # job 0 was evaluated after its training; job 3 was killed outright while it evaluated:
+    # "complete" (training's word), and only an evaluation from before its training ended
+    old = RunDir(sweep / "3").eval_dir("synthetic-greedy")
+    old.path.mkdir(parents=True)
+    old.meta_file.write_text("{}")
+    os.utime(old.meta_file, (1, 1))
+    RunDir(sweep / "0").eval_dir("synthetic-greedy").path.mkdir(parents=True)
+    RunDir(sweep / "0").eval_dir("synthetic-greedy").meta_file.write_text("{}")
     done, failed = summarize(sweep)
     assert done == [sweep / "0"]
     assert failed[0] == (sweep / "1", "killed at step 40 (no process holds the run)")
     assert failed[1][1].startswith("interrupted: interrupted (SystemExit)")
+    assert failed[2] == (
+        sweep / "3",
+        "killed while evaluating: training complete at step 40, 0 of its 1 evaluation(s) written",
+    )
+    with RunDir(sweep / "3").lock("eval"):  # still evaluating
+        assert summarize(sweep)[1][2][1].startswith("running: evaluating")
     assert job_logs(sweep / "1", sweep) == [sweep / ".submitit" / "7_1" / "7_1_0_log.err"]
     with RunDir(sweep / "1").lock("train"):  # a live process: not killed, running
         assert summarize(sweep)[1][0][1].startswith("running")

@@ -266,11 +266,13 @@ def test_time_limit_status_while_requeued(time_limit_sweep):
 
 
 def test_killed_job_is_reported_and_the_other_completes(start_sweep, tmp_path):
-    """Job 0 is killed (``scancel --signal=KILL``: no Python handler runs) while job 1,
-    which trains longer, goes on. The launcher learns that job 0 ended (without accounting,
-    from squeue), keeps waiting for job 1, and then the summary lists job 0 as failed."""
+    """Job 0 is killed (``scancel --signal=KILL``: no Python handler runs) while it trains
+    and job 1 goes on. The launcher learns that job 0 ended (without accounting, from
+    squeue), keeps waiting for job 1, and then the summary lists job 0 as failed. Job 0
+    trains far longer than it is let run: a short one could finish before the kill (CI once
+    saw it do so, at 300 steps)."""
     sweep = start_sweep(
-        tmp_path, "model=attention", "seed=0", "train.steps=300,400",
+        tmp_path, "model=attention", "seed=0", "train.steps=5000,300",
         "train.checkpoint_every=20", "hydra.launcher.timeout_min=5",
     )  # fmt: skip
     killed, other = sweep.job(0), sweep.job(1)

@@ -113,13 +113,45 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
             failed.append((run.path, f"{err} (the job did not start or was killed)"))
             continue
         if status.state is RunStatus.complete:
-            done.append(run.path)
+            missing = _evaluations_missing(run, OmegaConf.load(cfg))
+            if missing is None:
+                done.append(run.path)
+            else:
+                failed.append((run.path, missing))
         elif status.state is RunStatus.running and run.lock_holder() is None:
             failed.append((run.path, f"killed at step {status.step} (no process holds the run)"))
         else:
             reason = status.error or "no error recorded"
             failed.append((run.path, f"{status.state.value}: {reason}"))
     return done, failed
+
+
+def _evaluations_missing(run: RunDir, cfg: DictConfig) -> str | None:
+    """A job whose training is complete is done once its evaluations are written after it
+    (one; two for a reader fine-tuned on labelled strips): training writes "complete" before
+    the job evaluates, so a job killed outright (SIGKILL, a node lost) while it evaluates
+    leaves "complete" and no evaluation. None when they are there, else why not."""
+    wanted = 2 if cfg.get("init_from") and cfg.data.get("source") == "folder" else 1
+    try:
+        trained_at = run.metrics_file.stat().st_mtime
+    except OSError:
+        return f"complete without {run.metrics_file.name} (the job did not finish its training)"
+    written = [e for e in run.evals() if _mtime(e.meta_file) >= trained_at]
+    if len(written) >= wanted:
+        return None
+    if run.lock_holder() is not None:
+        return f"running: evaluating (training complete at step {run.read_status().step})"
+    return (
+        f"killed while evaluating: training complete at step {run.read_status().step}, "
+        f"{len(written)} of its {wanted} evaluation(s) written"
+    )
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("-inf")
 
 
 def job_logs(job: Path, sweep_dir: Path) -> list[Path]:
