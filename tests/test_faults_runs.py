@@ -212,7 +212,7 @@ def test_the_sweep_summary_calls_a_killed_job_killed_and_names_its_own_logs(tmp_
     for i, state in enumerate(states):
         job = RunDir(sweep / str(i))
         job.config.parent.mkdir(parents=True)
-        job.config.write_text("seed: 0\ndata:\n  source: synthetic\n")
+        job.config.write_text("seed: 0\n")
         (job.config.parent / "hydra.yaml").write_text(f"hydra:\n  job:\n    id: '7_{i}'\n")
         job.write_status(state, 40, None if i != 2 else "interrupted (SystemExit)")
         (sweep / ".submitit" / f"7_{i}").mkdir(parents=True)

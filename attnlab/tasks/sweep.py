@@ -113,7 +113,7 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
             failed.append((run.path, f"{err} (the job did not start or was killed)"))
             continue
         if status.state is RunStatus.complete:
-            missing = _evaluations_missing(run, OmegaConf.load(cfg))
+            missing = _evaluations_missing(run, cfg)
             if missing is None:
                 done.append(run.path)
             else:
@@ -126,12 +126,19 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     return done, failed
 
 
-def _evaluations_missing(run: RunDir, cfg: DictConfig) -> str | None:
+def _evaluations_missing(run: RunDir, config: Path) -> str | None:
     """A job whose training is complete is done once its evaluations are written after it
     (one; two for a reader fine-tuned on labelled strips): training writes "complete" before
     the job evaluates, so a job killed outright (SIGKILL, a node lost) while it evaluates
     leaves "complete" and no evaluation. None when they are there, else why not."""
-    wanted = 2 if cfg.get("init_from") and cfg.data.get("source") == "folder" else 1
+    try:
+        cfg = OmegaConf.load(config)
+        fine_tuned = OmegaConf.select(cfg, "init_from") and (
+            OmegaConf.select(cfg, "data.source") == "folder"
+        )
+    except Exception:  # an unreadable config: one evaluation is the least a job writes
+        fine_tuned = False
+    wanted = 2 if fine_tuned else 1
     try:
         trained_at = run.metrics_file.stat().st_mtime
     except OSError:
