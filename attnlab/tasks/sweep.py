@@ -74,12 +74,19 @@ def train_and_evaluate(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             metrics = train(cfg, run_dir)
             trained = True
             out = evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, say=log.info)
-            if cfg.get("init_from") and cfg.data.source == "folder":
+            if _reads_synthetic_too(cfg):
                 evaluate_run(run_dir, cfg.eval, "best", cfg.train.device, log.info, synthetic=True)
         except BaseException as err:
             _record_evaluation_end(RunDir(run_dir), err, trained, stop.received)
             raise
     return {**metrics, "eval_dir": str(out)}
+
+
+def _reads_synthetic_too(cfg: DictConfig) -> bool:
+    """A reader fine-tuned on labelled strips: its job also reads the synthetic test sets."""
+    return bool(OmegaConf.select(cfg, "init_from")) and (
+        OmegaConf.select(cfg, "data.source") == "folder"
+    )
 
 
 def _record_evaluation_end(run: RunDir, err: BaseException, trained: bool, sigterm: bool) -> None:
@@ -113,7 +120,7 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
             failed.append((run.path, f"{err} (the job did not start or was killed)"))
             continue
         if status.state is RunStatus.complete:
-            missing = _evaluations_missing(run, cfg)
+            missing = _evaluations_missing(run, cfg, status.step)
             if missing is None:
                 done.append(run.path)
             else:
@@ -126,19 +133,15 @@ def summarize(sweep_dir: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
     return done, failed
 
 
-def _evaluations_missing(run: RunDir, config: Path) -> str | None:
+def _evaluations_missing(run: RunDir, config: Path, step: int) -> str | None:
     """A job whose training is complete is done once its evaluations are written after it
     (one; two for a reader fine-tuned on labelled strips): training writes "complete" before
     the job evaluates, so a job killed outright (SIGKILL, a node lost) while it evaluates
     leaves "complete" and no evaluation. None when they are there, else why not."""
     try:
-        cfg = OmegaConf.load(config)
-        fine_tuned = OmegaConf.select(cfg, "init_from") and (
-            OmegaConf.select(cfg, "data.source") == "folder"
-        )
+        wanted = 2 if _reads_synthetic_too(OmegaConf.load(config)) else 1
     except Exception:  # an unreadable config: one evaluation is the least a job writes
-        fine_tuned = False
-    wanted = 2 if fine_tuned else 1
+        wanted = 1
     try:
         trained_at = run.metrics_file.stat().st_mtime
     except OSError:
@@ -147,9 +150,9 @@ def _evaluations_missing(run: RunDir, config: Path) -> str | None:
     if len(written) >= wanted:
         return None
     if run.lock_holder() is not None:
-        return f"running: evaluating (training complete at step {run.read_status().step})"
+        return f"running: evaluating (training complete at step {step})"
     return (
-        f"killed while evaluating: training complete at step {run.read_status().step}, "
+        f"killed while evaluating: training complete at step {step}, "
         f"{len(written)} of its {wanted} evaluation(s) written"
     )
 
