@@ -3,7 +3,10 @@ check's figures, written whole (``atomic_dir``) and only when the check passes.
 
 OUT holds ``encoder.onnx`` and ``step.onnx`` (a step-wise reader) or ``ctc.onnx``, the
 sidecar ``attnlab-onnx.json`` (charset, height, token ids, decoding settings, opset, each
-graph's sha256 and inputs/outputs, the checkpoint it came from) and ``parity.json``.
+graph's sha256 and inputs/outputs, the checkpoint it came from, the pixel contract) and
+``parity.json``. Each graph's ONNX metadata repeats the checkpoint's sha256, the reader, its
+kind, charset, height and stride (``sidecar.BOUND``): the reference loop refuses graphs whose
+metadata differ from their sidecar's.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import torch
 from attnlab.config import RunTaskConfig
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
-from attnlab.export import graphs, parity
+from attnlab.export import graphs, parity, pixels
 from attnlab.export.runtime import Export
 from attnlab.export.sidecar import (
     FORMAT,
@@ -25,6 +28,7 @@ from attnlab.export.sidecar import (
     PARITY,
     SIDECAR,
     TOKENS,
+    bound,
     check_meta,
     require_extra,
     sha256,
@@ -76,33 +80,7 @@ def export_run(
         }
 
         def write(folder: Path) -> None:
-            part = graphs.export_graphs(got.reader, int(data.height), folder)
-            meta = {
-                "format": FORMAT,
-                "format_version": FORMAT_VERSION,
-                "reader": got.reader.name,
-                "kind": part["kind"],
-                "charset": str(data.charset),
-                "height": int(data.height),
-                "stride": int(got.reader.encoder.stride),
-                "tokens": TOKENS,
-                "decoding": {
-                    "step_limit": "one step per encoder column, then EOS",
-                    "beam_alpha": 1.0,
-                    "ctc_blank": "the last class" if isinstance(got.reader, CTCReader) else "",
-                },
-                "opset": OPSET,
-                "graphs": {},
-                "source": source,
-                **({"memory": part["memory"], "weights": part["weights"]}
-                   if part["kind"] == "stepwise" else {}),
-            }  # fmt: skip
-            for name, entry in part["graphs"].items():
-                blob = (folder / entry["file"]).read_bytes()
-                inputs = _graph_inputs(blob)
-                meta["graphs"][name] = {**entry, "inputs": inputs, "sha256": sha256(blob)}
-            check_meta(meta, SIDECAR)
-            write_json(folder / SIDECAR, meta)
+            write_graphs(got.reader, str(data.charset), int(data.height), source, folder)
             if before_check is not None:
                 before_check(folder)
             model = Export(folder, threads=torch.get_num_threads())
@@ -110,13 +88,49 @@ def export_run(
             write_json(folder / PARITY, figures)
             say(
                 f"parity: {figures['readings_compared']} readings identical in "
-                f"{figures['cases']} cases (lengths 1-16, batch 1 and 64, wider and stretched "
-                f"strips), logits within {figures['max_logit_diff']:.2g} (atol {atol:g})"
+                f"{figures['cases']} cases (lengths 1-16, batch 1 and 64, wider, stretched "
+                f"and blank strips), logits within {figures['max_logit_diff']:.2g} (atol "
+                f"{atol:g}), confidences within {figures['max_confidence_diff']:.2g} (atol "
+                f"{figures['confidence_atol']:g})"
             )
 
         final = atomic_dir(out, write)
     say(f"export written to {final}")
     return final
+
+
+def write_graphs(reader, charset: str, height: int, source: dict, folder: Path) -> dict:
+    """The reader's graphs and sidecar in ``folder``, each graph tied to the sidecar and
+    ``source`` (its metadata: ``sidecar.BOUND``); returns the sidecar's content."""
+    part = graphs.export_graphs(reader, height, folder)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "reader": reader.name,
+        "kind": part["kind"],
+        "charset": charset,
+        "height": height,
+        "stride": int(reader.encoder.stride),
+        "tokens": TOKENS,
+        "decoding": {
+            "step_limit": "one step per encoder column, then EOS",
+            "beam_alpha": 1.0,
+            "ctc_blank": "the last class" if isinstance(reader, CTCReader) else "",
+        },
+        "opset": OPSET,
+        "graphs": {},
+        "source": source,
+        "pixels": pixels.CONTRACT,
+        **({"memory": part["memory"], "weights": part["weights"]}
+           if part["kind"] == "stepwise" else {}),
+    }  # fmt: skip
+    for name, entry in part["graphs"].items():
+        graphs.tie(folder / entry["file"], bound(meta))
+        blob = (folder / entry["file"]).read_bytes()
+        meta["graphs"][name] = {**entry, "inputs": _graph_inputs(blob), "sha256": sha256(blob)}
+    check_meta(meta, SIDECAR)
+    write_json(folder / SIDECAR, meta)
+    return meta
 
 
 def _graph_inputs(blob: bytes) -> list[str]:

@@ -256,3 +256,13 @@ def export_graphs(reader: Reader, height: int, folder: Path) -> dict:
 
 def _entry(name: str, ins: list[str], outs: list[str]) -> dict:
     return {"file": f"{name}.onnx", "inputs": ins, "outputs": outs}
+
+
+def tie(path: Path, metadata: dict[str, str]) -> None:
+    """Write ``metadata`` into the graph file's ONNX metadata (``metadata_props``), which
+    the reference loop compares with the sidecar before it loads the graph."""
+    import onnx
+
+    model = onnx.load(str(path))
+    onnx.helper.set_model_props(model, metadata)
+    onnx.save(model, str(path))

@@ -5,8 +5,10 @@ eval``) of every length 1-16, seen and unseen, read one at a time and 64 at a ti
 same 64 padded with paper beyond their widest strip (columns no strip has); one strip of each
 length with 40 columns of paper added to its real width, and each stretched to 1.5 times its
 width (widths the reader never trained on); and the 64 again with beam search (step-wise
-readers). The readings must be identical and every logit of every step read (a CTC export:
-every log posterior of every real column) within ``atol`` of torch's.
+readers); and blank strips (paper only, three widths), which a reader should read as
+nothing. The readings must be identical, every logit of every step read (a CTC export:
+every log posterior of every real column) within ``atol`` of torch's, and every confidence
+(a probability) within ``confidence_atol(atol)`` of torch's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ PER_LENGTH = 8
 BATCH = 64
 BEAM = 3
 EXTRA_COLUMNS = 40
+BLANK_WIDTHS = (24, 96, 320)  # blank strips: short, typical and long
+CONFIDENCE_ATOL = 1e-3
+
+
+def confidence_atol(atol: float) -> float:
+    """How far a confidence may be from torch's: ``CONFIDENCE_ATOL``, or ``atol`` when that is
+    larger (logits ``atol`` apart move a product of a few probabilities about that much)."""
+    return max(CONFIDENCE_ATOL, atol)
 
 
 class ParityError(UserError):
@@ -97,6 +107,8 @@ def cases(synth: StripSynth, stepwise: bool, per_length: int = PER_LENGTH) -> li
     stretched = [_stretch(strips[i], 1.5) for i in ones]
     out.append(Case(f"+{EXTRA_COLUMNS} paper columns", *_pad(paper), [labels[i] for i in ones]))
     out.append(Case("stretched 1.5x", *_pad(stretched), [labels[i] for i in ones]))
+    blank = [torch.ones(synth.data.height, w) for w in BLANK_WIDTHS]
+    out.append(Case("blank strips", *_pad(blank), [""] * len(blank)))
     return out
 
 
@@ -134,7 +146,18 @@ def compare(case: Case, ours: Results, theirs, atol: float, kind: str) -> dict:
         i, s, _ = np.unravel_index(int(diff.argmax()), diff.shape)
         row["max_logit_diff"] = float(diff.max())
         row["worst"] = f"strip {i} ({texts[i]!r}), {'column' if kind == 'ctc' else 'step'} {s}"
-    row["passed"] = not differ and row["max_logit_diff"] <= atol
+    gap = np.abs(conf - ours.confidence)
+    if not differ and row["max_logit_diff"] <= atol and not (gap.max() <= confidence_atol(atol)):
+        i = int(np.nan_to_num(gap, nan=np.inf).argmax())
+        row["worst"] = (
+            f"strip {i} ({texts[i]!r}): confidence {conf[i]:.4g} (torch), "
+            f"{ours.confidence[i]:.4g} (the export)"
+        )
+    row["passed"] = (
+        not differ
+        and row["max_logit_diff"] <= atol
+        and row["max_confidence_diff"] <= confidence_atol(atol)
+    )
     return row
 
 
@@ -165,19 +188,32 @@ def check(
         "readings_differ": sum(r["readings_differ"] for r in rows),
         "max_logit_diff": max(r["max_logit_diff"] for r in rows),
         "max_confidence_diff": max(r["max_confidence_diff"] for r in rows),
+        "confidence_atol": confidence_atol(atol),
         "seconds": round(time.perf_counter() - started, 2),
         "passed": not failed,
         "by_case": rows,
     }
     if failed:
-        worst = max(failed, key=lambda r: (r["readings_differ"], r["max_logit_diff"]))
-        what = (
-            f"{worst['readings_differ']} of {worst['strips']} readings differ"
-            if worst["readings_differ"]
-            else f"logits differ by {worst['max_logit_diff']:.3g} (over {atol:g})"
-        )
+        worst = max(failed, key=lambda r: _badness(r, atol))
+        if worst["readings_differ"]:
+            what = f"{worst['readings_differ']} of {worst['strips']} readings differ"
+        elif worst["max_logit_diff"] > atol:
+            what = f"logits differ by {worst['max_logit_diff']:.3g} (over {atol:g})"
+        else:
+            over = confidence_atol(atol)
+            what = f"confidences differ by {worst['max_confidence_diff']:.3g} (over {over:g})"
         raise ParityError(
             f"parity check failed, nothing written: {what} in case '{worst['case']}', worst at "
             f"{worst['worst']} ({len(failed)} of {len(rows)} cases failed)"
         )
     return figures
+
+
+def _badness(row: dict, atol: float) -> tuple:
+    """A failed case's rank: differing readings, then logits over ``atol``, then sizes."""
+    return (
+        row["readings_differ"],
+        row["max_logit_diff"] > atol,
+        row["max_logit_diff"],
+        row["max_confidence_diff"],
+    )

@@ -23,6 +23,36 @@ ALPHA = {"LA", "PA", "RGBA", "RGBa"}
 DEEP = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
 INK_MASS = (0.05, 0.95)
 INK_HEIGHT, INK_CENTRE, SIDE_MARGIN = 0.55, 0.55, 0.19
+INK_COLUMN, CONTRAST, INVERT_CONTRAST = 0.02, 0.1, 0.2
+PAPER, INK = 1.0, 0.0
+
+# The sidecar's ``pixels``: what the graphs take and how ``attnlab read`` makes it from an
+# image file, step by step (``prepare``), so that a reader without attnlab can feed them.
+CONTRACT = {
+    "images": "float32 (N, height, W): N strips, each `height` rows; W = the widest strip's "
+    "width, narrower strips padded on the right with `padding`",
+    "widths": "int64 (N,): each strip's own width in pixels, before padding",
+    "scale": [INK, PAPER],
+    "polarity": "dark ink on light paper: 1.0 is paper (white), 0.0 the darkest ink",
+    "paper": PAPER,
+    "ink": INK,
+    "padding": PAPER,
+    "grey": "8-bit samples / 255 of Pillow's convert('L') (ITU-R 601-2 luma), after EXIF "
+    "orientation and alpha composited over white; 16-bit, 32-bit and float samples / the "
+    "smallest 2^b - 1 (b = 8, 10, 12, 14, 16, 32) at least their maximum (float samples all "
+    "<= 1.5: as they are), clipped to [0, 1]",
+    "invert": f"1 - x when p99.9 - p0.1 > {INVERT_CONTRAST} and both the median of the image "
+    "and the median of its border pixels are below (p0.1 + p99.9) / 2 (light ink on dark paper)",
+    "crop": f"paper = p90, dark = min; skipped when paper - dark < {CONTRAST}. Ink: pixels below "
+    f"(paper + dark) / 2. Ink columns: at least max(1, {INK_COLUMN} x the inkiest column's "
+    f"count) ink pixels (none: skipped). c = cumulative ink per row / all ink; top = first row "
+    f"where c >= {INK_MASS[0]}, bottom = max(top + 1, first row where c >= {INK_MASS[1]}, + 1); "
+    f"h = (bottom - top) / {INK_HEIGHT}; rows y0 = round((top + bottom) / 2 - {INK_CENTRE} h) "
+    f"to y0 + max(1, round(h)); columns first ink column - m to last + 1 + m, m = "
+    f"round({SIDE_MARGIN} h); outside the image: paper (attnlab read --no-crop: no crop)",
+    "resize": "Pillow Image.fromarray(float32 grey).resize((max(1, round(W * height / H)), "
+    "height), Image.BILINEAR) of the (H, W) cropped strip",
+}
 
 
 def full_scale(top: float, is_float: bool) -> float:
@@ -77,17 +107,18 @@ def is_inverted(grey: np.ndarray) -> bool:
     lo, hi = (float(v) for v in np.percentile(grey, [0.1, 99.9]))
     edges = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
     mid = (lo + hi) / 2
-    return hi - lo > 0.2 and float(np.median(grey)) < mid and float(np.median(edges)) < mid
+    dark = float(np.median(grey)) < mid and float(np.median(edges)) < mid
+    return hi - lo > INVERT_CONTRAST and dark
 
 
 def crop_to_ink(grey: np.ndarray) -> np.ndarray:
     """The strip cut or padded with its paper so its ink sits where the generator's does."""
     paper, dark = float(np.percentile(grey, 90)), float(grey.min())
-    if paper - dark < 0.1:
+    if paper - dark < CONTRAST:
         return grey
     ink = grey < (paper + dark) / 2
     col_count = ink.sum(0)
-    cols = np.flatnonzero(col_count >= max(1, 0.02 * col_count.max()))
+    cols = np.flatnonzero(col_count >= max(1, INK_COLUMN * col_count.max()))
     if len(cols) == 0:
         return grey
     cum = np.cumsum(ink.sum(1)) / max(1, int(ink.sum()))
@@ -125,7 +156,7 @@ def load_image(path: Path | str, height: int, crop: bool = True) -> np.ndarray:
 def pad(images: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Strips (height, W_i) -> a batch (B, height, max W) padded with paper, widths (B,)."""
     widths = np.array([im.shape[1] for im in images], dtype=np.int64)
-    out = np.ones((len(images), images[0].shape[0], int(widths.max())), dtype=np.float32)
+    out = np.full((len(images), images[0].shape[0], int(widths.max())), PAPER, dtype=np.float32)
     for i, im in enumerate(images):
         out[i, :, : im.shape[1]] = im
     return out, widths

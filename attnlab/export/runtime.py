@@ -26,8 +26,8 @@ import numpy as np
 
 from attnlab.errors import UserError
 from attnlab.export import pixels
-from attnlab.export.sidecar import graph_bytes, read_meta, require_extra
-from attnlab.models.tokens import BOS, EOS, PAD, to_texts
+from attnlab.export.sidecar import SIDECAR, graph_bytes, read_meta, require_extra
+from attnlab.models.tokens import BOS, EOS, PAD, to_texts, vocab_size
 
 NEG = np.float32(-np.inf)
 
@@ -61,6 +61,9 @@ class Export:
         self.meta = read_meta(self.folder)
         self.charset, self.height = self.meta["charset"], self.meta["height"]
         self.kind = self.meta["kind"]
+        # the class axis of each graph's scores: tokens (PAD, BOS, EOS, the charset), or the
+        # charset and the blank
+        self.classes = {"logits": vocab_size(self.charset), "log_probs": len(self.charset) + 1}
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
@@ -77,9 +80,25 @@ class Export:
                 raise UserError(f"{self.folder / entry['file']}: onnxruntime: {first}") from err
 
     def _run(self, name: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One graph run; whatever onnxruntime raises (a graph that does not fit the strips
+        or the other graph) is one UserError line, and so is a class axis of another width
+        than the sidecar's charset gives."""
         entry = self.meta["graphs"][name]
-        got = self.sessions[name].run(entry["outputs"], {k: feeds[k] for k in entry["inputs"]})
-        return dict(zip(entry["outputs"], got, strict=True))
+        where = self.folder / entry["file"]
+        try:
+            got = self.sessions[name].run(entry["outputs"], {k: feeds[k] for k in entry["inputs"]})
+        except Exception as err:
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"{where}: onnxruntime failed while reading: {first}") from err
+        out = dict(zip(entry["outputs"], got, strict=True))
+        for key, want in self.classes.items():
+            if key in out and out[key].shape[-1] != want:
+                raise UserError(
+                    f"{where}: {key} has {out[key].shape[-1]} classes, the charset of "
+                    f"{SIDECAR} ({len(self.charset)} characters) gives {want}: graphs and "
+                    "sidecar are not of one export"
+                )
+        return out
 
     # -- images ------------------------------------------------------------------------------
 
@@ -113,6 +132,11 @@ class Export:
         strip; widths (B,) int64. ``trace``: keep greedy's logits (the parity check)."""
         images = np.ascontiguousarray(images, dtype=np.float32)
         widths = np.asarray(widths, dtype=np.int64)
+        if images.ndim != 3 or images.shape[1] != self.height or widths.shape != images.shape[:1]:
+            raise UserError(
+                f"{self.folder}: strips must be (N, {self.height}, W) float32 with widths (N,) "
+                f"int64 ({SIDECAR}: pixels), got {images.shape} and {widths.shape}"
+            )
         if self.kind == "ctc":
             if beam > 1:
                 raise UserError("a CTC export reads greedily (best path); beam search is not "
@@ -236,17 +260,22 @@ def constrain(logp: np.ndarray, t: int, limits: np.ndarray) -> np.ndarray:
 
 
 def ctc_log_prob(logp: np.ndarray, labels: np.ndarray, blank: int) -> np.float32:
-    """log P(labels | columns) summed over every alignment: logp (T, C) of the real columns."""
-    ext = np.full(2 * len(labels) + 1, blank, dtype=np.int64)
+    """log P(labels | columns) summed over every alignment (the forward algorithm, as torch's
+    ``ctc_loss``): logp (T, C) of the real columns. The states are the labels with a blank
+    before, between and after them (2L + 1); a path ends in the last label or the last blank.
+    No labels: the one path of blanks. No columns: probability 1 of no labels, else 0."""
+    ext = np.full(2 * len(labels) + 1, blank, dtype=np.int64)  # (U,)
     ext[1::2] = labels
     u = len(ext)
-    skip = np.zeros(u, dtype=bool)
+    if len(logp) == 0:
+        return np.float32(0.0 if u == 1 else -np.inf)
+    skip = np.zeros(u, dtype=bool)  # state s may be entered from s - 2
     skip[2:] = (ext[2:] != blank) & (ext[2:] != ext[:-2])
-    alpha = np.full(u, -np.inf)
-    alpha[:2] = logp[0, ext[:2]][: min(2, u)]
+    alpha = np.full(u, -np.inf)  # (U,)
+    alpha[: min(2, u)] = logp[0, ext[: min(2, u)]]
     for i in range(1, len(logp)):
-        one = np.concatenate([[-np.inf], alpha[:-1]])
-        two = np.where(skip, np.concatenate([[-np.inf, -np.inf], alpha[:-2]]), -np.inf)
+        one = np.concatenate([[-np.inf], alpha[:-1]])  # (U,) from s - 1
+        two = np.where(skip, np.concatenate([[-np.inf, -np.inf], alpha[:-2]])[:u], -np.inf)
         alpha = np.logaddexp(np.logaddexp(alpha, one), two) + logp[i, ext]
     return np.float32(np.logaddexp(alpha[-1], alpha[-2]) if u > 1 else alpha[-1])
 

@@ -18,23 +18,37 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import UserError
+from attnlab.export import pixels
 from attnlab.models.tokens import BOS, DIGIT0, EOS, PAD
 
 SIDECAR = "attnlab-onnx.json"
 PARITY = "parity.json"
-FORMAT, FORMAT_VERSION, OPSET = "attnlab-onnx", 1, 17
+FORMAT, FORMAT_VERSION, OPSET = "attnlab-onnx", 2, 17
 TOKENS = {"pad": PAD, "bos": BOS, "eos": EOS, "first_char": DIGIT0}
 KINDS = {"stepwise": ("encoder", "step"), "ctc": ("ctc",)}
 MEMORY_NAME = re.compile(r"^[a-z][a-z_]{0,31}$")
 RESERVED = {"images", "widths", "state", "prev", "next_state", "logits", "weights"}
 STANDARD_DOMAINS = {"", "ai.onnx"}
 MAX_GRAPH_BYTES = 512 * 2**20
+MAX_SIDECAR_BYTES = 2**20
+MAX_DEPTH = 6  # the sidecar's deepest value (graphs.<name>.inputs[i]) is at depth 3
+# The keys every graph's ONNX metadata holds, copied from the sidecar when it is written
+# (``meta`` -> value as text): what ties the graphs to their sidecar and their run.
+BOUND = {
+    "checkpoint_sha256": lambda m: m["source"]["checkpoint_sha256"],
+    "reader": lambda m: m["reader"],
+    "kind": lambda m: m["kind"],
+    "charset": lambda m: m["charset"],
+    "height": lambda m: str(m["height"]),
+    "stride": lambda m: str(m["stride"]),
+}
+PREFIX = "attnlab."
 
 # key -> type (a tuple: any of them); the keys of each kind, no more and no fewer.
 COMMON = {
     "format": str, "format_version": int, "reader": str, "kind": str, "charset": str,
     "height": int, "stride": int, "tokens": dict, "decoding": dict, "opset": int,
-    "graphs": dict, "source": dict,
+    "graphs": dict, "source": dict, "pixels": dict,
 }  # fmt: skip
 STEPWISE = {"memory": list, "weights": bool}
 DECODING = {"step_limit": str, "beam_alpha": (int, float), "ctc_blank": str}
@@ -107,7 +121,10 @@ def check_meta(meta: Any, where: str) -> dict:
     if meta["opset"] != OPSET:
         raise UserError(f"{where}: opset {meta['opset']} (exports use opset {OPSET})")
     if meta["tokens"] != TOKENS:
-        raise UserError(f"{where}: tokens must be {TOKENS}, got {meta['tokens']}")
+        raise UserError(f"{where}: tokens must be {TOKENS}, got {meta['tokens']!r:.80}")
+    if meta["pixels"] != pixels.CONTRACT:
+        raise UserError(f"{where}: pixels is not the pixel contract of this attnlab (edited, or "
+                        "written by another version; export the run again)")  # fmt: skip
     _keys(meta["decoding"], DECODING, f"{where}: decoding")
     _keys(meta["source"], SOURCE, f"{where}: source")
     charset = meta["charset"]
@@ -150,11 +167,31 @@ def read_meta(folder: Path) -> dict:
         raise UserError(f"{folder}: no such export folder (attnlab export RUN OUT writes one)")
     if not path.is_file():
         raise UserError(f"{path}: missing (not an attnlab ONNX export folder)")
+    if path.stat().st_size > MAX_SIDECAR_BYTES:
+        raise UserError(f"{path}: over {MAX_SIDECAR_BYTES // 2**10} KiB, not an attnlab sidecar")
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(f"{path}: not valid JSON ({err})") from err
+    except RecursionError as err:
+        raise UserError(f"{path}: JSON nested too deeply for an attnlab sidecar") from err
+    if _depth(meta) > MAX_DEPTH:
+        raise UserError(f"{path}: JSON nested deeper than {MAX_DEPTH} levels, not an attnlab "
+                        "sidecar")  # fmt: skip
     return check_meta(meta, str(path))
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (0: a plain value), without recursion."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            if depth + 1 <= MAX_DEPTH:  # beyond that the answer is known
+                todo.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict)
+                                                     else item))  # fmt: skip
+    return deepest
 
 
 def graph_bytes(folder: Path, meta: dict, name: str) -> bytes:
@@ -168,13 +205,20 @@ def graph_bytes(folder: Path, meta: dict, name: str) -> bytes:
     data = path.read_bytes()
     if sha256(data) != entry["sha256"]:
         raise UserError(f"{path}: sha256 does not match {SIDECAR} (changed since export)")
-    check_graph(data, entry["inputs"], entry["outputs"], str(path))
+    check_graph(data, entry["inputs"], entry["outputs"], str(path), bound(meta))
     return data
 
 
-def check_graph(data: bytes, inputs: list[str], outputs: list[str], where: str) -> None:
+def bound(meta: dict) -> dict[str, str]:
+    """The metadata every graph of this export holds (``BOUND``, keys prefixed)."""
+    return {PREFIX + key: value(meta) for key, value in BOUND.items()}
+
+
+def check_graph(
+    data: bytes, inputs: list[str], outputs: list[str], where: str, tied: dict[str, str]
+) -> None:
     """Parse the model (protobuf only) and refuse anything but a plain standard-domain graph
-    with exactly these inputs and outputs."""
+    with exactly these inputs and outputs, made for this sidecar (``tied``: its metadata)."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -192,6 +236,33 @@ def check_graph(data: bytes, inputs: list[str], outputs: list[str], where: str) 
     if given != inputs or got != outputs:
         raise UserError(f"{where}: the graph takes {given} -> {got}, the sidecar says "
                         f"{inputs} -> {outputs}")  # fmt: skip
+    _check_tied(model, tied, where)
+
+
+def _check_tied(model, tied: dict[str, str], where: str) -> None:
+    """The graph's metadata against its sidecar's: graphs of another run or checkpoint, or a
+    sidecar whose charset, height or stride was edited, are refused naming the first key."""
+    held = {p.key: p.value for p in model.metadata_props if p.key.startswith(PREFIX)}
+    if not held:
+        raise UserError(
+            f"{where}: the graph does not say which run it was exported from (an export of an "
+            "older attnlab, or not attnlab's): export the run again"
+        )
+    for key, want in tied.items():
+        got = held.get(key)
+        if got != want:
+            what = key.removeprefix(PREFIX)
+            if what == "checkpoint_sha256":
+                why = (
+                    f"was exported from checkpoint {str(got)[:12]}, {SIDECAR} names "
+                    f"{want[:12]}: the graphs are another run's or another checkpoint's"
+                )
+            else:
+                why = (
+                    f"was exported with {what} {got!r:.40}, {SIDECAR} says {want!r:.40}: "
+                    "the sidecar was edited or belongs to another export"
+                )
+            raise UserError(f"{where}: {why}")
 
 
 def _initializers(graph) -> set[str]:
