@@ -67,7 +67,9 @@ class Export:
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        opts.log_severity_level = 3
+        opts.log_severity_level = 4  # fatal only: a failure is raised, and said in one line
+        self.run_options = ort.RunOptions()
+        self.run_options.log_severity_level = 4
         self.sessions = {}
         for name, entry in self.meta["graphs"].items():
             data = graph_bytes(self.folder, self.meta, name)
@@ -86,7 +88,8 @@ class Export:
         entry = self.meta["graphs"][name]
         where = self.folder / entry["file"]
         try:
-            got = self.sessions[name].run(entry["outputs"], {k: feeds[k] for k in entry["inputs"]})
+            feed = {k: feeds[k] for k in entry["inputs"]}
+            got = self.sessions[name].run(entry["outputs"], feed, self.run_options)
         except Exception as err:
             first = (str(err).strip().splitlines() or [""])[0][:200]
             raise UserError(f"{where}: onnxruntime failed while reading: {first}") from err
@@ -136,6 +139,11 @@ class Export:
             raise UserError(
                 f"{self.folder}: strips must be (N, {self.height}, W) float32 with widths (N,) "
                 f"int64 ({SIDECAR}: pixels), got {images.shape} and {widths.shape}"
+            )
+        if len(widths) and not ((widths >= 1) & (widths <= images.shape[2])).all():
+            raise UserError(
+                f"{self.folder}: widths must be 1 to the images' width {images.shape[2]}, got "
+                f"{widths.min()} to {widths.max()}"
             )
         if self.kind == "ctc":
             if beam > 1:
