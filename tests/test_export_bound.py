@@ -78,7 +78,7 @@ EDITS = {
     "permuted charset": ("charset", "1023456789"),
     "shortened charset": ("charset", "012345678"),
     "16-character charset": ("charset", "0123456789ABCDEF"),
-    "stride": ("stride", 8),
+    "stride": ("stride", 7),
     "height 64": ("height", 64),
     "height 4096": ("height", 4096),
 }
@@ -97,7 +97,15 @@ def test_the_cli_refuses_an_edited_sidecar_in_one_line_exit_2(two, tmp_path, att
     edit_sidecar(folder, lambda m: m.update(height=64))
     res = attnlab_cli("read", "--onnx", folder, two["strip"], cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "was exported with height '32'" in res.stderr and res.stdout == ""
+    assert "was exported with height" in res.stderr and res.stdout == ""
+
+
+def test_a_stride_edit_draws_no_misplaced_maps(two, tmp_path, attnlab_run):
+    folder = copy_export(two["best"], tmp_path / "x")
+    edit_sidecar(folder, lambda m: m.update(stride=m["stride"] * 2))
+    res = attnlab_run("read", "--onnx", folder, "--attention", "maps", two["strip"], cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "was exported with stride" in res.stderr and not (tmp_path / "maps").exists()
 
 
 def _sixteen(tmp_path):

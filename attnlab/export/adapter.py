@@ -49,7 +49,9 @@ class OnnxReader:
 
 def onnx_reader(folder: Path | str, ckpt_path: Path) -> OnnxReader:
     """The export in ``folder`` as a reader, refused unless it was made from ``ckpt_path``
-    (the same bytes): an export of another run or checkpoint is not this run's evaluation."""
+    (the same bytes): an export of another run or checkpoint is not this run's evaluation.
+    The proof: ``Export`` has checked that every graph's metadata names the sidecar's
+    checkpoint sha256 (``sidecar.BOUND``), and that sha256 must be this checkpoint's."""
     export = Export(folder, threads=torch.get_num_threads())
     source = export.meta["source"]
     if source["checkpoint_sha256"] != sha256(Path(ckpt_path).read_bytes()):
