@@ -24,6 +24,25 @@ def export_reader(reader, cfg, folder: Path, digest: str = "0" * 64) -> Path:
     return folder
 
 
+def export_checkpoint(run: Path, which: str, folder: Path) -> Path:
+    """The run's ``which`` checkpoint written as ``attnlab export`` writes it (the same
+    ``write_graphs`` and source), without the parity check: tests of refusals."""
+    from attnlab.runs import checkpoint
+
+    path = checkpoint.resolve(str(run), which)
+    got = checkpoint.restore(path, "cpu")
+    folder.mkdir(parents=True)
+    source = {
+        "checkpoint": str(path),
+        "checkpoint_sha256": sha256(path.read_bytes()),
+        "step": int(got.ckpt.step),
+        "which": which,
+    }
+    data = got.config.data
+    write_graphs(got.reader.eval(), str(data.charset), int(data.height), source, folder)
+    return folder
+
+
 def copy_export(folder: Path, dest: Path) -> Path:
     return Path(shutil.copytree(folder, dest))
 
