@@ -207,7 +207,7 @@ def _write(
 ) -> list[str]:
     """Write every file of the report into `out_dir`; returns the lines to say at once."""
     values = objectives(runs)
-    dup_notes = [*unread_runs(paths), *edited_notes(runs), *assign_variants(runs)]
+    dup_notes = [*unread_runs(paths), *assign_variants(runs)]  # edited tables: run problems
     best = best_runs(runs, values)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)

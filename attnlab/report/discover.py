@@ -293,14 +293,13 @@ def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | st
     """The table and eval.json of an evaluation that counts, or why it does not count.
 
     eval.json is written last, so without it the evaluation is partial; one that read another
-    checkpoint than the run's best is stale (the run trained on after it was evaluated).
+    checkpoint than the run's best is stale (the run trained on after it was evaluated); one
+    whose table or readings.csv is not the file it wrote (eval.json records their sha256;
+    evaluations written before it did are read unchecked) was edited, and is not counted.
     """
     meta = current_meta(ev, info.best_step)
     if isinstance(meta, str):
         return meta
-    changed = ev.changed_files(meta)
-    if changed:  # its two tables would disagree in one report: neither counts
-        return f"{ev.path / changed[0]}{CHANGED} (its sha256 is not eval.json's): not counted"
     csv_name = ev.table_csv.name
     if not ev.table_csv.is_file():
         return f"no {csv_name}"
@@ -320,6 +319,9 @@ def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | st
         return f"{csv_name} has bad length {bad[0]!r}"
     if (cell := bad_cell(ev.table_csv)) is not None:
         return f"{csv_name} {cell}{UNSOUND}"
+    changed = ev.changed_files(meta)  # after the checks above, which name what is wrong
+    if changed:  # its two tables would disagree in one report: neither counts
+        return f"{ev.path / changed[0]}{CHANGED} (its sha256 is not eval.json's): not counted"
     return table, meta
 
 
