@@ -136,7 +136,7 @@ def unread_runs(paths: list[Path]) -> list[str]:
 
 def edited_notes(runs: list[RunInfo]) -> list[str]:
     """The evaluation tables changed after they were written, one line each."""
-    return [p for r in runs for p in r.problems if CHANGED in p]
+    return [p.split(": ", 1)[-1] for r in runs for p in r.problems if CHANGED in p]
 
 
 def read_run(path: Path) -> RunInfo:
