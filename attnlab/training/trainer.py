@@ -313,14 +313,14 @@ class Trainer:
         t = self.cfg.train
         start_time, start_step = time.time(), self.step
         lap = start_time
-        while self.step < t.steps and patience_spent(self.history, t) is None:
+        ends = patience_spent(self.history, t) is not None  # resumed, it had stopped early
+        while self.step < t.steps and not ends:
             loss = self.advance()
             if on_step is not None:
                 on_step(self.step, loss)
             progress.update(self.step, loss, self.last_val.get("exact_acc"))
             if self.step % t.log_every == 0 or self.step == t.steps:
                 self.log_step(loss, progress.rich, start_time, start_step)
-            ends = False
             if self.step % t.val_every == 0 or self.step == t.steps:
                 self.validate_and_record()
                 if self.last_val["exact_acc"] > self.best.exact_acc:
