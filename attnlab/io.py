@@ -49,7 +49,7 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     except OSError as err:
-        raise WriteError(f"cannot write {path}: {err.strerror or err}") from err
+        raise WriteError(f"cannot write {path}: {os_reason(err, path)}") from err
     os.close(fd)
     tmp = Path(name)
     try:
@@ -72,12 +72,20 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
     return path
 
 
+# Errors that say the disk (or this process's share of it) is full, in words.
+FULL = {
+    errno.ENOSPC: "no space left",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for this process's file-size limit (ulimit -f)",
+}
+
+
 def os_reason(err: OSError, path: Path) -> str:
     """An OS error in words; a full disk names the disk (its mount point) and what is free."""
-    if err.errno != errno.ENOSPC:
+    if err.errno not in FULL:
         return err.strerror or str(err)
     disk = next(p for p in [path.absolute(), *path.absolute().parents] if os.path.ismount(p))
-    return f"no space left on the disk at {disk} ({free_space(disk)} free)"
+    return f"{FULL[err.errno]} on the disk at {disk} ({free_space(disk)} free)"
 
 
 def free_space(folder: Path) -> str:
