@@ -213,8 +213,11 @@ def load(path: Path | str, map_location: str | torch.device = "cpu") -> Checkpoi
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a pickle is not one
-        raise UserError(f"{path}: not an attnlab checkpoint ({_kind_of_file(path)}, not a file "
-                        "torch.save writes)")  # fmt: skip
+        kind = _kind_of_file(path)
+        if kind is None:
+            raise UserError(f"{path}: not a readable attnlab checkpoint (truncated or corrupt)")
+        raise UserError(f"{path}: not an attnlab checkpoint ({kind}, not a file torch.save "
+                        "writes)")  # fmt: skip
     try:
         with warnings.catch_warnings():  # torch's advice is not the user's business: one line
             warnings.simplefilter("ignore")
@@ -230,10 +233,13 @@ def load(path: Path | str, map_location: str | torch.device = "cpu") -> Checkpoi
     return Checkpoint.from_payload(payload, path)
 
 
-def _kind_of_file(path: Path) -> str:
-    """What a file that is not a zip archive seems to be, in a few words."""
+def _kind_of_file(path: Path) -> str | None:
+    """What a file that is not a whole zip archive seems to be, in a few words; None for the
+    start of one (a checkpoint cut short)."""
     with open(path, "rb") as fh:
         head = fh.read(2)
+    if head == b"PK":
+        return None
     if head[:1] == b"\x80":
         return "a Python pickle"
     return "an empty file" if not head else "not a zip archive"
