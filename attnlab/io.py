@@ -9,6 +9,7 @@ Text, JSON, CSV, PNG and checkpoints all go through ``atomic_write``.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -48,7 +49,7 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     except OSError as err:
-        raise WriteError(f"cannot write {path}: {err.strerror or err}") from err
+        raise WriteError(f"cannot write {path}: {os_reason(err, path)}") from err
     os.close(fd)
     tmp = Path(name)
     try:
@@ -59,7 +60,7 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        raise WriteError(f"cannot write {path}: {err.strerror or err}") from err
+        raise WriteError(f"cannot write {path}: {os_reason(err, path)}") from err
     except RuntimeError as err:  # torch.save reports a failed write as a RuntimeError
         tmp.unlink(missing_ok=True)
         if not any(k in str(err).lower() for k in ("writ", "inline_container", "unexpected pos")):
@@ -69,6 +70,34 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+# Errors that say the disk (or this process's share of it) is full, in words.
+FULL = {
+    errno.ENOSPC: "no space left",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for this process's file-size limit (ulimit -f)",
+}
+
+
+def os_reason(err: OSError, path: Path) -> str:
+    """An OS error in words; a full disk names the disk (its mount point) and what is free."""
+    if err.errno not in FULL:
+        return err.strerror or str(err)
+    disk = next(p for p in [path.absolute(), *path.absolute().parents] if os.path.ismount(p))
+    return f"{FULL[err.errno]} on the disk at {disk} ({free_space(disk)} free)"
+
+
+def free_space(folder: Path) -> str:
+    """The free space of the disk holding ``folder``, in words ("512 bytes", "3.4 MB")."""
+    import shutil
+
+    size = float(shutil.disk_usage(folder).free)
+    units = ["bytes", "KB", "MB", "GB", "TB"]
+    while size >= 1024 and len(units) > 1:
+        size /= 1024
+        units.pop(0)
+    return f"{size:.0f} bytes" if units[0] == "bytes" else f"{size:.1f} {units[0]}"
 
 
 def write_bytes(path: Path | str, data: bytes) -> Path:

@@ -11,7 +11,13 @@ import pandas as pd
 from attnlab.errors import UserError
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.compare import CompareRefused, readings
-from attnlab.report.discover import ReportError, RunInfo, discover_runs
+from attnlab.report.discover import (
+    ReportError,
+    RunInfo,
+    discover_runs,
+    edited_notes,
+    unread_runs,
+)
 from attnlab.report.variants import assign_variants
 
 RUN_COLUMNS = [
@@ -90,8 +96,12 @@ def results(*paths: Path | str) -> Results:
     except ReportError as err:
         raise UserError(str(err)) from err
     if not infos:
-        raise UserError(f"no runs found under {', '.join(str(p) for p in roots)}")
-    notes = assign_variants(infos)
+        unread = "; ".join(unread_runs(roots))
+        raise UserError(
+            f"no runs found under {', '.join(str(p) for p in roots)}"
+            + (f" ({unread})" if unread else "")
+        )
+    notes = [*unread_runs(roots), *edited_notes(infos), *assign_variants(infos)]
     summary = aggregate(infos)
     groups = train_groups(infos, summary)
     metrics = long_frame(infos, None)

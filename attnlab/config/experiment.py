@@ -70,6 +70,10 @@ class TrainConfig:
     # Parts of the reader kept as they are (no gradient, no optimiser state), by the names
     # its class declares (Reader.PARTS), e.g. [encoder]; checked by attnlab.training.freeze.
     freeze: list[str] = field(default_factory=list)
+    # Train until it stops improving: end the run after this many validations without a
+    # better train.objective (val_exact when unset; val_cer for a CER objective). best.pt is
+    # kept and train.steps stays the ceiling. null or 0: off (every run trains train.steps).
+    patience: int | None = None
 
     @classmethod
     def check(cls, t: Any) -> None:
@@ -85,6 +89,8 @@ class TrainConfig:
         ok = t.progress in ("auto", "rich", "plain")
         require(ok, "train.progress", t.progress, "must be auto, rich or plain")
         check_device(t.device, "train.device")
+        ok = t.patience is None or t.patience >= 0
+        require(ok, "train.patience", t.patience, "must be >= 1 validations, or 0/null (off)")
         if t.objective is not None:
             require(
                 t.objective in OBJECTIVES, "train.objective", t.objective,
@@ -103,6 +109,12 @@ OBJECTIVES = {
     "seen_cer": ("minimize", "evaluation"),
     "unseen_cer": ("minimize", "evaluation"),
 }
+
+
+def patience_measure(objective: str | None) -> str:
+    """What ``train.patience`` watches: the validation measure of ``train.objective``'s kind
+    (val_cer for a CER objective; val_exact otherwise, and when it is unset)."""
+    return "val_cer" if objective is not None and objective.endswith("_cer") else "val_exact"
 
 
 def check_objective_of(task: str, objective: str | None) -> None:

@@ -37,11 +37,13 @@ NEUTRAL_KEYS = (
 ADDED_DEFAULTS = {
     "train.freeze": "[]",  # nothing frozen (attnlab.training.freeze)
     "data.limit": "null",  # the whole training pool (attnlab.data.limit)
+    "train.patience": "null",  # every run trains train.steps (attnlab.training.validation)
 }
 
 # What a run asked again into its own directory may change (attnlab.runs.resume): the keys
-# above, and train.steps (a larger value trains on from the checkpoint).
-RESUMABLE = (*NEUTRAL_KEYS, "train.steps")
+# above, and where the run ends: train.steps (a larger value trains on from the checkpoint)
+# and train.patience (a larger one, or null, trains on a run that stopped early).
+RESUMABLE = (*NEUTRAL_KEYS, "train.steps", "train.patience")
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, str]:

@@ -30,7 +30,7 @@ from attnlab.report.compare import (
 )
 from attnlab.report.datacurve import DATA_NEEDS_CSV, data_needs, data_needs_tables
 from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
-from attnlab.report.discover import ReportError, discover_runs
+from attnlab.report.discover import ReportError, discover_runs, edited_notes, unread_runs
 from attnlab.report.explorer import explorer
 from attnlab.report.figures import PLOTS, draw_plots
 from attnlab.report.findings import findings
@@ -137,7 +137,11 @@ def build_report(
     paths = [Path(p) for p in paths]
     runs = discover_runs(paths)
     if not runs:
-        raise ReportError(f"no runs found under {', '.join(str(p) for p in paths)}")
+        unread = "; ".join(unread_runs(paths))
+        raise ReportError(
+            f"no runs found under {', '.join(str(p) for p in paths)}"
+            + (f" ({unread})" if unread else "")
+        )
     out_dir = Path(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +207,7 @@ def _write(
 ) -> list[str]:
     """Write every file of the report into `out_dir`; returns the lines to say at once."""
     values = objectives(runs)
-    dup_notes = assign_variants(runs)
+    dup_notes = [*unread_runs(paths), *assign_variants(runs)]  # edited tables: run problems
     best = best_runs(runs, values)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
@@ -273,4 +277,4 @@ def _write(
             f"no paired differences: {compare_notes[0]}"
             + (f" ({more} more reason(s) in summary.md)" if more else "")
         )
-    return [*unpaired, *(b.line() for b in best)]
+    return [*unread_runs(paths), *edited_notes(runs), *unpaired, *(b.line() for b in best)]

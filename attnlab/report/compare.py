@@ -69,7 +69,7 @@ def readings(run: RunInfo, eval_name: str) -> pd.DataFrame:
     try:
         frame = pd.read_csv(
             ev.readings,
-            dtype={"source": str, "truth": str, "reading": str},
+            dtype={"source": str, "truth": str, "reading": str, **dict.fromkeys(COUNTS, str)},
             keep_default_na=False,
         )
     except (OSError, ValueError) as exc:
@@ -77,10 +77,34 @@ def readings(run: RunInfo, eval_name: str) -> pd.DataFrame:
     missing = {"source", "length", "truth", "correct", "sub", "ins", "del"} - set(frame.columns)
     if missing:
         raise CompareRefused(f"{ev.readings}: lacks {', '.join(sorted(missing))}")
+    if (cell := _bad_reading(frame)) is not None:
+        raise CompareRefused(f"{ev.readings}: {cell}: not read")
     frame["correct"] = frame["correct"].astype(str).str.lower().eq("true")
-    frame["edits"] = frame[["sub", "ins", "del"]].astype(int).sum(axis=1)
+    frame[COUNTS] = frame[COUNTS].astype(int)
+    frame["edits"] = frame[["sub", "ins", "del"]].sum(axis=1)
     frame["chars"] = frame["truth"].str.len()
     return frame.set_index("source")
+
+
+COUNTS = ["length", "sub", "ins", "del"]  # readings.csv's whole-number columns
+
+
+def _bad_reading(frame: pd.DataFrame) -> str | None:
+    """The first cell of readings.csv that is not what the evaluation writes there (a
+    count that is not a whole number >= 0, a ``correct`` that is not True or False), as
+    "line L, column C: 'v' is not ..."; None when every cell is sound."""
+    for column in COUNTS:
+        text = frame[column].astype(str).str.strip()
+        bad = ~text.str.fullmatch(r"\d+")
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            return f"line {row + 2}, column {column}: {text.iloc[row]!r} is not a whole number"
+    flags = frame["correct"].astype(str).str.strip()
+    bad = ~flags.str.lower().isin(["true", "false"])
+    if bad.any():
+        row = int(bad.to_numpy().argmax())
+        return f"line {row + 2}, column correct: {flags.iloc[row]!r} is not True or False"
+    return None
 
 
 def _fingerprints(run: RunInfo, eval_name: str) -> dict[str, str]:

@@ -113,6 +113,32 @@ def discover_runs(paths: list[Path]) -> list[RunInfo]:
     return [read_run(p) for p in sorted(found)]
 
 
+def unread_runs(paths: list[Path]) -> list[str]:
+    """One note per folder under ``paths`` that holds what a run writes (status.json,
+    metrics.json, checkpoints/) but no ``.hydra/config.yaml``: it cannot be read as a run
+    (what it trained is unknown), and it is said so rather than dropped without a word."""
+    notes = []
+    for root in (Path(p) for p in paths if Path(p).is_dir()):
+        for dirpath, dirnames, _ in os.walk(root):
+            run = RunDir(dirpath)
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")
+            )
+            marks = [p.name for p in (run.status_file, run.metrics_file, run.checkpoints)]
+            marks = [m for m in marks if (run.path / m).exists()]
+            if marks and not run.is_run():
+                notes.append(
+                    f"{run.path}: has {', '.join(marks)} but no {run.config.relative_to(run.path)}"
+                    ": not read as a run (its config says what it trained)"
+                )
+    return notes
+
+
+def edited_notes(runs: list[RunInfo]) -> list[str]:
+    """The evaluation tables changed after they were written, one line each."""
+    return [p.split(": ", 1)[-1] for r in runs for p in r.problems if CHANGED in p]
+
+
 def read_run(path: Path) -> RunInfo:
     """One run directory; the order of the readers below is the order of its problems."""
     run = RunDir(path)
@@ -260,11 +286,16 @@ def current_meta(result, best_step: int | None):
     return meta
 
 
+CHANGED = " was changed after the evaluation wrote it"
+
+
 def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | str:
     """The table and eval.json of an evaluation that counts, or why it does not count.
 
     eval.json is written last, so without it the evaluation is partial; one that read another
-    checkpoint than the run's best is stale (the run trained on after it was evaluated).
+    checkpoint than the run's best is stale (the run trained on after it was evaluated); one
+    whose table or readings.csv is not the file it wrote (eval.json records their sha256;
+    evaluations written before it did are read unchecked) was edited, and is not counted.
     """
     meta = current_meta(ev, info.best_step)
     if isinstance(meta, str):
@@ -288,6 +319,9 @@ def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | st
         return f"{csv_name} has bad length {bad[0]!r}"
     if (cell := bad_cell(ev.table_csv)) is not None:
         return f"{csv_name} {cell}{UNSOUND}"
+    changed = ev.changed_files(meta)  # after the checks above, which name what is wrong
+    if changed:  # its two tables would disagree in one report: neither counts
+        return f"{ev.path / changed[0]}{CHANGED} (its sha256 is not eval.json's): not counted"
     return table, meta
 
 

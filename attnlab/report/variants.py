@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from attnlab.config.experiment import patience_measure
 from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key, shades
@@ -58,6 +59,9 @@ def identity(flat: dict[str, str], train: str) -> dict[str, str]:
     (`ADDED_DEFAULTS`) counts with the value its absence means, not as unset."""
     flat = {**ADDED_DEFAULTS, **flat}
     out = {k: v for k, v in flat.items() if k not in IGNORED_KEYS and k not in SEEN_KEYS}
+    if flat["train.patience"] not in ("null", "0"):  # then it decides when the run stops
+        objective = json.loads(flat.get("train.objective", "null"))
+        out["train.objective"] = json.dumps(patience_measure(objective))
     out["seen lengths"] = json.dumps(train)
     return out
 

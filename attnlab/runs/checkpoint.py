@@ -14,6 +14,10 @@ when absent, so older files still load).
 
 from __future__ import annotations
 
+import io
+import pickle
+import warnings
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -25,7 +29,7 @@ from omegaconf import OmegaConf
 
 from attnlab.config import DataConfig, ExperimentConfig, model_schema
 from attnlab.errors import UserError, one_line
-from attnlab.io import atomic_write
+from attnlab.io import write_bytes
 from attnlab.models import registry
 from attnlab.models.base import Reader
 from attnlab.runs.rundir import RunDir
@@ -116,6 +120,7 @@ class Checkpoint:
             isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
         ):
             raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
+        check_finite(weights, path)
         for key, kind in (("config", dict), ("reader", str), ("step", int)):
             if payload.get(key) is not None and not isinstance(payload[key], kind):
                 raise UserError(f"{path}: its {key!r} entry is {_a(type(payload[key]).__name__)}")
@@ -124,7 +129,12 @@ class Checkpoint:
         return cls(**{"reader": None, **values})
 
     def save(self, path: Path) -> Path:
-        return atomic_write(path, lambda p: torch.save(self.to_payload(), p))
+        """Written whole or not at all. Serialised in memory first, so that a failed write
+        (a full disk) is the OS's error, named as such with the file and the disk
+        (``attnlab.io``), not torch's ``[enforce fail at inline_container.cc]``."""
+        buffer = io.BytesIO()
+        torch.save(self.to_payload(), buffer)
+        return write_bytes(path, buffer.getvalue())
 
     def run_config(self) -> ExperimentConfig:
         """The run's config, validated against the schema of its reader; the keys a file of
@@ -183,17 +193,56 @@ class Checkpoint:
         return reader, cfg
 
 
+def check_finite(weights: dict[str, torch.Tensor], path: Path | str) -> None:
+    """Refuse weights holding NaN or infinity: a reader built from them reads every strip
+    as nothing, with confidence nan, and a run started from them fails steps later. Checked
+    here, once, for every path that loads a checkpoint (read, eval, export, init_from,
+    resume)."""
+    for key, value in weights.items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise UserError(
+                f"{path}: the checkpoint holds non-finite weights ({key}: {bad} of "
+                f"{value.numel()} values NaN or infinite): refused"
+            )
+
+
 def load(path: Path | str, map_location: str | torch.device = "cpu") -> Checkpoint:
     """Load a checkpoint file; any problem is one clear UserError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; a pickle is not one
+        kind = _kind_of_file(path)
+        if kind is None:
+            raise UserError(f"{path}: not a readable attnlab checkpoint (truncated or corrupt)")
+        raise UserError(f"{path}: not an attnlab checkpoint ({kind}, not a file torch.save "
+                        "writes)")  # fmt: skip
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # truncated, corrupt, or not a torch file at all
+        with warnings.catch_warnings():  # torch's advice is not the user's business: one line
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:  # objects other than tensors and plain values
+        raise UserError(
+            f"{path}: not an attnlab checkpoint (it holds Python objects, not only tensors and "
+            "plain values; attnlab never loads code from a file)"
+        ) from err
+    except Exception as err:  # truncated or corrupt
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: not a readable attnlab checkpoint ({reason[:160]})") from err
     return Checkpoint.from_payload(payload, path)
+
+
+def _kind_of_file(path: Path) -> str | None:
+    """What a file that is not a whole zip archive seems to be, in a few words; None for the
+    start of one (a checkpoint cut short)."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+    if head == b"PK":
+        return None
+    if head[:1] == b"\x80":
+        return "a Python pickle"
+    return "an empty file" if not head else "not a zip archive"
 
 
 def _format_of(ckpt: Any) -> str:

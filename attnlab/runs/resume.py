@@ -96,3 +96,13 @@ def resume_command(run_dir: Path | str) -> str | None:
     own = [str(o) for o in overrides.get("hydra") or [] if not str(o).startswith(dropped)]
     args = [*prog, *map(str, overrides.get("task") or []), *own, where]
     return shlex.join(args)
+
+
+def continue_command(run_dir: Path | str, override: str) -> str | None:
+    """``resume_command`` with ``override`` (``key=value``) in place of any value of that key
+    it held: the command that trains a finished run on (``train.steps=N``)."""
+    command = resume_command(run_dir)
+    if command is None:
+        return None
+    key = override.split("=", 1)[0] + "="
+    return shlex.join([a for a in shlex.split(command) if not a.startswith(key)] + [override])

@@ -30,10 +30,11 @@ Layout of a run directory::
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
 TABLE_CSV = "metrics_by_length.csv"
 TABLE_MD = "metrics_by_length.md"
 READINGS = "readings.csv"
+# EvalMeta.extra key: file name -> sha256 of the CSV tables as the evaluation wrote them
+DIGESTS = "digests"
 STRIP_PRINTS = "strips"  # EvalMeta.extra key: length -> fingerprint of the strips read
 THRESHOLDS = "thresholds.csv"
 RELIABILITY = "reliability.png"
@@ -106,6 +109,9 @@ class TrainMetrics:
     best: dict[str, Any]
     threads: list[int] | None = None  # the CPU thread counts used, in order (thread_policy)
     device: str | None = None  # e.g. cpu, cuda:0 [GPU 1] (the CUDA_VISIBLE_DEVICES it was given)
+    # train.patience ended it before train.steps: {"step", "patience", "measure", "best_step",
+    # "best"}; None: it trained to train.steps
+    stopped_early: dict[str, Any] | None = None
 
 
 @dataclass
@@ -127,6 +133,12 @@ class EvalMeta:
     folder: str | None = None
     n_per_length: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, in hex."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -373,7 +385,24 @@ class EvalDir:
         return {k: [p for _, p in sorted(v)] for k, v in found.items()}
 
     def write_meta(self, meta: EvalMeta) -> None:
-        write_json(self.meta_file, asdict(meta))
+        """eval.json, written last, with the sha256 of the two CSV tables (per length, and
+        readings) as they are now (``extra[DIGESTS]``): a table edited by hand afterwards is
+        found (``changed_files``) instead of disagreeing with the other in one report."""
+        digests = {p.name: file_digest(p) for p in (self.table_csv, self.readings) if p.is_file()}
+        write_json(self.meta_file, asdict(replace(meta, extra={**meta.extra, DIGESTS: digests})))
+
+    def changed_files(self, meta: EvalMeta) -> list[str]:
+        """The tables whose bytes are not those eval.json recorded (edited after the
+        evaluation wrote them). An evaluation written before the digests were recorded has
+        none to compare: [] (it is read as before)."""
+        recorded = (meta.extra or {}).get(DIGESTS)
+        if not isinstance(recorded, dict):
+            return []
+        return [
+            name
+            for name, digest in sorted(recorded.items())
+            if not (self.path / name).is_file() or file_digest(self.path / name) != digest
+        ]
 
     def read_meta(self) -> EvalMeta:
         return from_dict(EvalMeta, load_json(self.meta_file), EVAL_META)

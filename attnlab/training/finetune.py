@@ -7,8 +7,8 @@ head: found by building the reader for one character more) are compared by chars
 shape: their rows are mapped by character, the special tokens' rows (PAD, BOS, EOS; the
 CTC blank) kept, and the rows of characters the source never read re-initialised and
 listed. The encoder must fit as it is: a config that differs from the source run's in the
-encoder's shape is refused in one line naming the key, and so is a source with non-finite
-weights. The checkpoint is read with ``weights_only=True`` (``attnlab.runs.checkpoint.load``).
+encoder's shape is refused in one line naming the key. The checkpoint is read with
+``weights_only=True`` and non-finite weights refused (``attnlab.runs.checkpoint.load``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
     what = f"init_from={source}"
     _check_encoder(before, cfg, what)
     saved: dict[str, torch.Tensor] = ckpt.model
-    _check_finite(saved, f"{what}: {path}")
     own = model.state_dict()
     for key, value in own.items():  # a reader whose encoder is built another way
         if key.startswith("encoder.") and (key not in saved or saved[key].shape != value.shape):
@@ -88,18 +87,6 @@ def _check_encoder(before: Any, cfg: Any, what: str) -> None:
             raise UserError(
                 f"{what}: model.{key}={new} but the source run's is {old}: the encoder's "
                 f"shape must be the source's (leave model.{key} as it was)"
-            )
-
-
-def _check_finite(saved: dict[str, torch.Tensor], where: str) -> None:
-    """A source with NaN or infinite weights cannot be started from: named as such (not as
-    a non-finite loss a few steps later, blamed on the learning rate)."""
-    for key, value in saved.items():
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            bad = int((~torch.isfinite(value)).sum())
-            raise UserError(
-                f"{where}: the source holds non-finite weights ({key}: {bad} of "
-                f"{value.numel()} values NaN or infinite); start from another checkpoint"
             )
 
 

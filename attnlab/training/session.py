@@ -17,11 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
 from attnlab.io import remove_orphans, write_text
-from attnlab.runs.resume import resume_command
+from attnlab.runs.resume import continue_command, resume_command
 from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
 from attnlab.runtime import Interrupted, sigterm_as_interrupt
 from attnlab.training.prepare import check_training, training_threads
 from attnlab.training.trainer import Trainer
+from attnlab.training.validation import patience_spent, standing
 
 log = logging.getLogger("attnlab.train")
 
@@ -71,11 +72,8 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             _refused_or_stopped(run, err, fresh)
             raise
         if _is_finished(run, trainer):  # asked again: the run stays exactly as it was
-            log.warning(
-                "nothing to train: %s is complete at step %d (train.steps=%d); it is left as "
-                "it was (a larger train.steps trains on)", run.path, trainer.step,
-                cfg.train.steps,
-            )  # fmt: skip
+            log.warning("nothing to train: %s %s; it is left as it was (%s trains on)",
+                        run.path, *_why_finished(trainer))  # fmt: skip
             _leave_as_it_was(run, lock.path, was_there)
             remove_orphans(run.checkpoints)  # a killed writer's leftovers are not the record
             return run.read_metrics().__dict__
@@ -96,7 +94,35 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 _record(run, state, trainer.step, reason)
                 raise
         run.write_status(RunStatus.complete, metrics["step"])
+        _say_if_still_improving(run, trainer)
     return metrics
+
+
+def _why_finished(trainer: Trainer) -> tuple[str, str]:
+    """Why a complete run asked again has nothing to train, and what would train it on."""
+    t, spent = trainer.cfg.train, patience_spent(trainer.history, trainer.cfg.train)
+    if spent is not None and trainer.step < t.steps:
+        return (
+            f"stopped early at step {trainer.step}: {spent.since_best} validations without a "
+            f"better {spent.name} (train.patience={t.patience})",
+            "a larger train.patience, or train.patience=null,",
+        )
+    return f"is complete at step {trainer.step} (train.steps={t.steps})", "a larger train.steps"
+
+
+def _say_if_still_improving(run: RunDir, trainer: Trainer) -> None:
+    """One line when the run's best validation is its last one: more steps may read better
+    (and the command that trains it on, from its last.pt)."""
+    now = standing(trainer.history, trainer.cfg.train.objective, untrained=True)
+    if now.validations < 2 or now.since_best > 0:
+        return
+    more = 2 * trainer.step
+    command = continue_command(run.path, f"train.steps={more}")
+    log.warning(
+        "still improving: the best validation (%s %.4f) is the last one, at step %d; it may "
+        "read better with more steps: %s", now.name, now.best, now.last_step,
+        command or f"train.steps={more} into the same run directory",
+    )  # fmt: skip
 
 
 def _refused_or_stopped(run: RunDir, err: BaseException, fresh: bool) -> None:
@@ -139,7 +165,8 @@ def _sizes(paths: list[Path]) -> dict[Path, int]:
 
 def _is_finished(run: RunDir, trainer: Trainer) -> bool:
     """A complete run asked again for no more steps than it has done."""
-    if not trainer.resumed or trainer.step < trainer.cfg.train.steps:
+    ended = patience_spent(trainer.history, trainer.cfg.train) is not None  # train.patience
+    if not trainer.resumed or (trainer.step < trainer.cfg.train.steps and not ended):
         return False
     try:
         return run.read_status().state is RunStatus.complete and run.metrics_file.is_file()

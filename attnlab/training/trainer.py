@@ -39,6 +39,8 @@ from attnlab.training.prepare import check_training, training_threads
 from attnlab.training.state import Best, StepTimer, resumable
 from attnlab.training.validation import (
     log_validation,
+    patience_spent,
+    stopped_early,
     validate,
     write_attention_images,
     write_validation,
@@ -311,7 +313,8 @@ class Trainer:
         t = self.cfg.train
         start_time, start_step = time.time(), self.step
         lap = start_time
-        while self.step < t.steps:
+        ends = patience_spent(self.history, t) is not None  # resumed, it had stopped early
+        while self.step < t.steps and not ends:
             loss = self.advance()
             if on_step is not None:
                 on_step(self.step, loss)
@@ -323,7 +326,8 @@ class Trainer:
                 if self.last_val["exact_acc"] > self.best.exact_acc:
                     self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
                     self.save("best")
-            saved = self.step % t.checkpoint_every == 0 or self.step == t.steps
+                ends = patience_spent(self.history, t) is not None  # train.patience ran out
+            saved = self.step % t.checkpoint_every == 0 or self.step == t.steps or ends
             if saved or stop.requested is not None:
                 self.checkpoint_now(lap)
                 lap = time.time()
@@ -370,6 +374,7 @@ class Trainer:
             },
             threads=self.threads.counts,
             device=device_label(self.device),
+            stopped_early=stopped_early(self.history, t, self.step),
         )
         self.run_dir.write_metrics(metrics)
         self.run_dir.write_history(self.history)

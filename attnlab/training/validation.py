@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from attnlab.config.experiment import patience_measure
 from attnlab.data.strips import StripBatch
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.metrics import quick_scores
@@ -68,3 +70,66 @@ def write_attention_images(
         img = img / img.amax().clamp(min=1e-6)
         img = img.repeat_interleave(8, 0).repeat_interleave(4, 1)[None]  # (1, S*8, T*4)
         writer.add_image(f"attention/{i}_{strips.labels[i]}", img, step)
+
+
+def watched(objective: str | None) -> tuple[str, str, bool]:
+    """(name, history column, higher is better) of what ``train.patience`` watches."""
+    name = patience_measure(objective)
+    return (name, "val_cer", False) if name == "val_cer" else (name, "val_exact_acc", True)
+
+
+@dataclass
+class Standing:
+    """Where the validations of a history stand on the watched measure."""
+
+    name: str  # val_exact | val_cer
+    since_best: int  # validations after the best one (0: the last one is the best)
+    best_step: int | None  # the step of the best validation (the first of equal ones)
+    best: float | None
+    last_step: int | None  # the step of the last validation
+    validations: int
+
+
+def standing(
+    history: list[dict[str, Any]], objective: str | None, untrained: bool = False
+) -> Standing:
+    """How many validations of ``history`` came after the best one on the measure
+    ``train.patience`` watches; only a strictly better value counts as an improvement. The
+    validation at step 0 (the untrained reader, which best.pt never holds) counts only with
+    ``untrained`` (is the last validation better than every one before it?)."""
+    name, column, higher = watched(objective)
+    first = 0 if untrained else 1
+    rows = [(int(r["step"]), float(r[column])) for r in history if column in r]
+    rows = [(step, value) for step, value in rows if step >= first]
+    best_i = None
+    for i, (_, value) in enumerate(rows):
+        if best_i is None or (value > rows[best_i][1] if higher else value < rows[best_i][1]):
+            best_i = i
+    if best_i is None:
+        return Standing(name, 0, None, None, None, 0)
+    return Standing(name, len(rows) - 1 - best_i, rows[best_i][0], rows[best_i][1],
+                    rows[-1][0], len(rows))  # fmt: skip
+
+
+def patience_spent(history: list[dict[str, Any]], train: Any) -> Standing | None:
+    """The history's standing when ``train.patience`` (K > 0) validations have passed
+    without a better watched measure: the run ends there. None: it trains on."""
+    if not train.patience:
+        return None
+    now = standing(history, train.objective)
+    return now if now.since_best >= int(train.patience) else None
+
+
+def stopped_early(history: list[dict[str, Any]], train: Any, step: int) -> dict[str, Any] | None:
+    """metrics.json's record of a run ``train.patience`` ended at ``step``, before
+    ``train.steps`` (and the log line that says so); None for a run that trained to the end."""
+    spent = patience_spent(history, train)
+    if spent is None or step >= train.steps:
+        return None
+    log.info(
+        "stopped early at step %d of %d: %d validations without a better %s (train.patience="
+        "%d); the best, %.4f, at step %d", step, train.steps, spent.since_best, spent.name,
+        train.patience, spent.best, spent.best_step,
+    )  # fmt: skip
+    return {"step": step, "patience": int(train.patience), "measure": spent.name,
+            "best_step": spent.best_step, "best": spent.best}  # fmt: skip
