@@ -135,10 +135,15 @@ def check_job(cfg: DictConfig, folder: Path | None, checked: dict[str, str]) -> 
 
 
 def _build_trainer(cfg: DictConfig, run: Any) -> None:
-    """The job's trainer, built as the job builds it (it writes nothing) and dropped."""
+    """The job's trainer, built as the job builds it (it writes nothing) and dropped; on the
+    CPU (``train.device`` cannot change what a run computes), since the sweep's own process
+    may run where its jobs' GPUs are not (a cluster's login node)."""
     from attnlab.threads import FixedThreads
     from attnlab.training.trainer import Trainer
 
+    cfg = copy.deepcopy(cfg)
+    with read_write(cfg):
+        cfg.train.device = "cpu"
     Trainer(cfg, run, threads=FixedThreads(), checked=True)
 
 
