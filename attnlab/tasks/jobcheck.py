@@ -55,7 +55,10 @@ def check_jobs(config: DictConfig) -> None:
     """Each job's config, in the sweeper's order; the first refusal as a JobsRefused."""
     from hydra.core.global_hydra import GlobalHydra
 
-    jobs = job_overrides(config)
+    try:
+        jobs = job_overrides(config)
+    except Exception:  # overrides Hydra cannot parse: its own line says so, as before
+        return
     if jobs is None:
         return
     loader = GlobalHydra.instance().config_loader()
@@ -65,7 +68,10 @@ def check_jobs(config: DictConfig) -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     try:
         for num, overrides in enumerate(jobs):
-            job = loader.load_sweep_config(config, list(overrides))
+            try:
+                job = loader.load_sweep_config(config, list(overrides))
+            except Exception:  # an override Hydra cannot compose: its own check says so,
+                return  # in one line, before any job starts (validate_batch_is_legal)
             with read_write(job), open_dict(job):
                 job.hydra.job.num = num
                 job.hydra.job.id = f"check_{num}"
