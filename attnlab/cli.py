@@ -114,10 +114,17 @@ def sweep_lengths(ctx: typer.Context) -> None:
 
     started = time.time()
     args = [_readers_axis(a) if a.startswith("readers=") else a for a in ctx.args]
+    refused = False  # every job refused before the first started: nothing to summarise
     try:
         run_task(task, args, "attnlab sweep lengths", multirun=True)
+    except SystemExit as err:
+        from attnlab.tasks.jobcheck import JobsRefused
+
+        refused = isinstance(err.__cause__, JobsRefused)
+        raise
     finally:
-        _report_sweeps(ctx.args, started)
+        if not refused:
+            _report_sweeps(ctx.args, started)
 
 
 def _readers_axis(arg: str) -> str:

@@ -130,7 +130,15 @@ def governor(policy: str, cap: int) -> ThreadGovernor | FixedThreads:
     """The run's thread policy; ``cap``: the threads it would use on an idle machine."""
     if policy == "adaptive":
         return ThreadGovernor(min(cap, usable_cpus()))
-    return FixedThreads()
+    fixed = FixedThreads()
+    if fixed.threads > (cpus := usable_cpus()):  # taskset -c 0, a cgroup quota, a small node
+        log.warning(
+            "train.thread_policy=fixed: %d threads on %d usable CPU(s) (this process's "
+            "affinity and CPU quota): threads share CPUs and wait for each other; the run "
+            "records %d threads (train.threads=%d, or thread_policy=adaptive)",
+            fixed.threads, cpus, fixed.threads, cpus,
+        )  # fmt: skip
+    return fixed
 
 
 def adapt_once() -> int:

@@ -70,7 +70,7 @@ def test_compare_is_comparisons_csv(swept):
     assert len(rows) == len(written) == len(lengths)
     mine = rows.assign(length=rows["length"].astype(str))
     pd.testing.assert_frame_equal(mine, written, check_dtype=False)
-    with pytest.raises(attnlab.UserError, match="^--compare 'nope': no such variant"):
+    with pytest.raises(attnlab.UserError, match=r"^compare\(res, a, b\): .nope.: no such variant"):
         attnlab.compare(attnlab.results(swept["sweep"]), "nope", "fixed")
 
 

@@ -106,17 +106,19 @@ def test_report_of_sweep(tiny_sweep, attnlab_cli, tmp_path):
 
 @pytest.mark.slow
 def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
-    # The failing job (stride 3 is not a power of two) comes first: the next must still run.
+    # The failing job comes first: the next must still run. Its config passes every check
+    # (a bad value is refused before any job starts: test_tasks_sweep_checks.py); its loss
+    # turns non-finite at its second step.
     sweep = tmp_path / "s2"
     result = attnlab_cli(
-        "sweep", "lengths", *TINY, "model=attention", "model.stride=3,4",
+        "sweep", "lengths", *TINY, "model=attention", "optim.lr=1e30,0.003",
         f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600,
     )  # fmt: skip
     assert result.returncode == 1, (result.stdout[-3000:], result.stderr[-3000:])
-    jobs = jobs_by(sweep, lambda c: c["model"]["stride"])
-    assert sorted(jobs) == [3, 4]
+    jobs = jobs_by(sweep, lambda c: c["optim"]["lr"])
+    assert sorted(jobs) == [0.003, 1e30]
 
-    good = jobs[4]
+    good = jobs[0.003]
     assert json.loads((good / "status.json").read_text())["state"] == "complete"
     # The default launcher (hydra/launcher=parallel) divides the CPUs between its jobs.
     from attnlab.runtime import local_jobs, usable_cpus
@@ -128,25 +130,27 @@ def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
     assert [r.threads for r in discover_runs([sweep]) if r.path == good] == [threads]
     assert (good / "eval" / "synthetic-greedy" / "metrics_by_length.csv").is_file()
 
-    bad = json.loads((jobs[3] / "status.json").read_text())
-    assert bad["state"] == "failed" and bad["step"] == 0
-    assert "stride" in bad["error"]
-    assert not (jobs[3] / "checkpoints").exists()
+    bad = json.loads((jobs[1e30] / "status.json").read_text())
+    assert bad["state"] == "failed" and bad["step"] < 10
+    assert "non-finite loss" in bad["error"]
+    assert not (jobs[1e30] / "checkpoints" / "last.pt").exists()
 
     assert f"sweep {sweep}: 1 job(s) complete, 1 failed or incomplete" in result.stdout
     lines = result.stdout.splitlines()
     failed = [i for i, ln in enumerate(lines) if "FAILED" in ln]
-    assert len(failed) == 1 and str(jobs[3]) in lines[failed[0]] and "stride" in lines[failed[0]]
+    assert len(failed) == 1 and str(jobs[1e30]) in lines[failed[0]]
+    assert "non-finite loss" in lines[failed[0]]
     logs = lines[failed[0] + 1].split("logs:")[1].split(",")
     assert logs and all(Path(log.strip()).is_file() for log in logs), lines[failed[0] + 1]
     assert "Traceback" not in result.stderr
 
 
 def test_sweep_preset_sets_train_lengths(attnlab_cli, tmp_path):
-    # train.steps=0 makes each job stop at once (a UserError), after Hydra wrote its config.
+    # optim.lr=1e30 makes each job stop at its second step (a non-finite loss), after it
+    # wrote its config (train.steps=0 is refused before any job starts).
     sweep = tmp_path / "s3"
     result = attnlab_cli(
-        "sweep", "lengths", "preset=tiny", "seed=0", "model=fixed", "train.steps=0",
+        "sweep", "lengths", "preset=tiny", "seed=0", "model=fixed", "optim.lr=1e30",
         f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 1

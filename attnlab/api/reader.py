@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from attnlab.config import RunTaskConfig, check_beam
-from attnlab.data.arrays import array_grey, pil_grey
+from attnlab.config.rules import require
+from attnlab.data.arrays import array_grey, check_orientation, pil_grey
 from attnlab.data.folder import load_image, prepare
 from attnlab.errors import UserError
 
@@ -65,9 +66,15 @@ class TrainedReader:
             return load_image(image, height, crop=crop), str(image)
         name = f"<image {i}>"
         if isinstance(image, Image.Image):
-            return prepare(pil_grey(image, name), name, height, crop=crop), name
+            try:
+                grey = pil_grey(image, name)
+            except (ValueError, OSError) as err:  # closed, or its file gone or unreadable
+                raise UserError(f"{name}: the PIL image cannot be read ({err})") from err
+            return prepare(grey, name, height, crop=crop), name
         if isinstance(image, np.ndarray):
-            return prepare(array_grey(image, name), name, height, crop=crop), name
+            grey = array_grey(image, name)
+            check_orientation(grey.shape, height, name)
+            return prepare(grey, name, height, crop=crop), name
         raise UserError(
             f"{name}: a {type(image).__name__} is not an image (give a path, a PIL image "
             "or a NumPy array)"
@@ -80,6 +87,13 @@ class TrainedReader:
         from attnlab.tasks.read import read_loaded
 
         check_beam(beam, "beam")
+        if not isinstance(crop, bool):
+            raise UserError(f"crop={crop!r}: must be True or False")
+        if not _is_image(images) and not isinstance(images, (list, tuple)):
+            raise UserError(
+                f"images={_short(images)}: give a path, a PIL image, a NumPy array or a list "
+                "of them"
+            )
         items = [images] if _is_image(images) else list(images)
         if not items:
             return []
@@ -102,7 +116,22 @@ def load(run_or_checkpoint: Path | str, which: str = "best", device: str = "auto
     """A run directory (its checkpoints/<which>.pt) or a checkpoint file -> TrainedReader.
     Errors are ``attnlab.UserError`` with the line ``attnlab read`` prints."""
     from attnlab.runs import checkpoint
+    from attnlab.tasks.read import say_if_training
 
+    if not isinstance(run_or_checkpoint, (str, Path)) or not str(run_or_checkpoint):
+        raise UserError(
+            f"run_or_checkpoint={_short(run_or_checkpoint)}: give a run directory or a "
+            "checkpoint file (a str or a Path)"
+        )
+    require(which in ("best", "last"), "which", which, "must be 'best' or 'last'")
+    require(isinstance(device, str), "device", device, "must be a str (auto, cpu, cuda:N)")
     RunTaskConfig.check_run(which, device)
     path = checkpoint.resolve(run_or_checkpoint, which)
+    say_if_training(run_or_checkpoint, path)
     return TrainedReader(Path(run_or_checkpoint), path, checkpoint.restore(path, device))
+
+
+def _short(value: Any) -> str:
+    """A value as an argument's error names it: its repr, cut to one short line."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 60 else f"{text[:57]}..."

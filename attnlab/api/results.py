@@ -90,6 +90,14 @@ def results(*paths: Path | str) -> Results:
     """Every run under ``paths`` (run or sweep directories, or folders holding them)."""
     if len(paths) == 1 and isinstance(paths[0], (list, tuple)):
         paths = tuple(paths[0])
+    if not paths:
+        raise UserError("results(): give one or more run or sweep directories")
+    for i, p in enumerate(paths):
+        if not isinstance(p, (str, Path)) or not str(p):
+            raise UserError(
+                f"results(): path {i + 1} is {' '.join(repr(p).split())[:60]}; give run or "
+                "sweep directories (str or Path)"
+            )
     roots = [Path(p) for p in paths]
     try:
         infos = discover_runs(roots)
@@ -116,8 +124,27 @@ def compare(res: Results, a: str, b: str) -> pd.DataFrame:
     name): the rows ``attnlab report --compare A B`` writes to comparisons.csv."""
     from attnlab.report.build import comparisons
 
+    if not isinstance(res, Results):
+        raise UserError(
+            f"compare(): res is {type(res).__name__}, not what attnlab.results(...) returns"
+        )
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, str) or not value:
+            raise UserError(
+                f"compare(): {name}={value!r}: name a variant as res.runs.variant does (a str)"
+            )
     try:
         rows, _ = comparisons(res.groups, (a, b))
     except ReportError as err:
-        raise UserError(str(err)) from err
+        raise UserError(api_words(str(err))) from err
     return rows
+
+
+def api_words(message: str) -> str:
+    """The report's refusal in the API's words: ``compare(a, b)`` where the CLI says
+    ``--compare A B``."""
+    message = message.replace("attnlab report --compare A B", "attnlab.compare(res, a, b)")
+    if not message.startswith("--compare"):
+        return message
+    rest = message.removeprefix("--compare").removeprefix(":").lstrip()
+    return f"compare(res, a, b): {rest}"

@@ -84,6 +84,8 @@ class TrainConfig:
         require(t.examples_shown >= 0 and t.maps_logged >= 0, "train.examples_shown/maps_logged",
                 (t.examples_shown, t.maps_logged), "must be >= 0")  # fmt: skip
         require(t.threads >= 0, "train.threads", t.threads, "must be >= 0 (0 = default)")
+        require(t.threads <= MAX_THREADS, "train.threads", t.threads,
+                f"must be <= {MAX_THREADS} (threads per process; 0 = default)")  # fmt: skip
         ok = t.thread_policy in ("adaptive", "fixed")
         require(ok, "train.thread_policy", t.thread_policy, "must be adaptive or fixed")
         ok = t.progress in ("auto", "rich", "plain")
@@ -97,6 +99,11 @@ class TrainConfig:
                 f"must be one of {', '.join(OBJECTIVES)} (or null: return the metrics)",
             )  # fmt: skip
 
+
+# train.threads' ceiling: far above any one machine's cores, below what segfaults torch's
+# thread pool (4096) or exhausts memory (100000); fixed, so a config checked on a login node
+# is checked alike on the node that runs it.
+MAX_THREADS = 1024
 
 # train.objective -> (direction to give the sweeper, where it is measured). "validation":
 # the best checkpoint's validation sets (attnlab train and sweep jobs); "evaluation": the

@@ -61,7 +61,10 @@ def draw(pool: list[int], labels: list[str], limit: int | None, seed: int, where
             f"(after the held-out share); use data.limit<={len(pool)} or data.limit=null for all"
         )
     order = limit_order(labels, seed)[:limit]
-    _log_balance(limit, [labels[i] for i in order], Counter(len(s) for s in labels))
+    if limit == len(pool):  # the whole pool: no length is short of a share of it
+        log.info("data.limit=%d: the whole training pool of %s", limit, where)
+    else:
+        _log_balance(limit, [labels[i] for i in order], Counter(len(s) for s in labels))
     return [pool[i] for i in order]
 
 

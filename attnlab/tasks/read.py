@@ -10,12 +10,13 @@ from pathlib import Path
 import torch
 
 from attnlab.config import RunTaskConfig, check_beam
-from attnlab.data.folder import load_image
+from attnlab.data.folder import load_image, warn_stderr
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
 from attnlab.evaluation.figures import maps
 from attnlab.evaluation.inference import Readings, read_strips
 from attnlab.runs import checkpoint
+from attnlab.runs.rundir import RunDir, RunFileError
 
 
 def shown(path: Path | str) -> str:
@@ -44,6 +45,24 @@ def map_names(paths: list[Path]) -> list[str]:
         used.add(name.casefold())
         names.append(f"{name}_attention.png")
     return names
+
+
+def say_if_training(run: Path | str, ckpt: Path, warn: Callable[[str], None] = warn_stderr) -> None:
+    """A run that is still training (its lock held by ``train``): say, in one warning line,
+    that its checkpoint is read as it is now (eval and export refuse such a run; reading it
+    is how one looks at a run in progress, so it is read, not refused)."""
+    folder = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else Path(run)
+    holder = RunDir(folder).lock_holder()
+    if holder is None or not holder.startswith("train"):
+        return
+    try:
+        step = f" at step {RunDir(folder).read_status().step}"
+    except RunFileError:
+        step = ""
+    warn(
+        f"{folder}: still training ({holder}{step}): reading {ckpt.name} as it is now; it "
+        "changes as training goes on"
+    )
 
 
 def read_loaded(
@@ -77,7 +96,9 @@ def read_files(
         return read_files_onnx(images, onnx, attention_dir, beam, say, crop)
     check_beam(beam, "--beam")
     RunTaskConfig.check_run(which, device)
-    got = checkpoint.restore(checkpoint.resolve(run, which), device)
+    ckpt = checkpoint.resolve(run, which)
+    say_if_training(run, ckpt)
+    got = checkpoint.restore(ckpt, device)
     reader, cfg, dev = got.reader, got.config, got.device
     loaded, names, bad = [], [], 0
     for path in images:

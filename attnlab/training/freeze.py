@@ -93,3 +93,16 @@ def warn_unloaded(frozen: list[str], started_from: dict[str, Any] | None) -> Non
             "train.freeze keeps %d tensor(s) that init_from could not load at their random "
             "initialisation for the whole run: %s", len(fresh), ", ".join(fresh),
         )  # fmt: skip
+
+
+def warn_random(names: list[str], init_from: Any) -> None:
+    """``train.freeze`` without ``init_from``: the frozen parts keep their random
+    initialisation for the whole run. Allowed (a random-features baseline, as the README's
+    data-needs sweep crosses ``init_from=null,RUN`` with ``train.freeze=[],[encoder]``), but
+    said in one warning line, since it is rarely what a fine-tuning meant."""
+    if names and not init_from:
+        log.warning(
+            "train.freeze=[%s] with init_from=null: the frozen part(s) keep their random "
+            "initialisation for the whole run; set init_from=RUN to freeze trained weights",
+            ",".join(names),
+        )

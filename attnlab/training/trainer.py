@@ -33,7 +33,7 @@ from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_device
 from attnlab.threads import FixedThreads, ThreadGovernor
-from attnlab.training.freeze import check_freeze, freeze, warn_unloaded
+from attnlab.training.freeze import check_freeze, freeze, warn_random, warn_unloaded
 from attnlab.training.optim import optimiser
 from attnlab.training.prepare import check_training, training_threads
 from attnlab.training.state import Best, StepTimer, resumable
@@ -116,6 +116,7 @@ class Trainer:
         # train.freeze: those parts get no gradient and no optimiser state (training.freeze)
         names = check_freeze(getattr(t, "freeze", None), self.model, self.model.name)
         self.frozen = freeze(self.model, names)
+        warn_random(names, cfg.get("init_from"))
         self.opt, self.sched = optimiser(self.model, cfg.optim, t.steps)
 
     def _build_data(self, stream: Any) -> None:
