@@ -38,7 +38,14 @@ from attnlab.data.dedup import (
 from attnlab.data.groups import group_names, group_units, shared_groups
 from attnlab.data.limit import draw
 from attnlab.data.ranges import uniform
-from attnlab.data.sources import Source, StripCache, check_charset, decode_all, open_source
+from attnlab.data.sources import (
+    Source,
+    StripCache,
+    check_charset,
+    decode_all,
+    open_source,
+    read_source,
+)
 from attnlab.data.split import Split, split_source
 from attnlab.data.strips import StripBatch, StripSynth, pad_strips
 from attnlab.errors import UserError
@@ -137,39 +144,13 @@ class FolderData:
     record: dict[str, Any]  # what the run keeps: source, held-out ids, counts
 
 
-def _open(path: str, key: str, charset: str) -> Source:
-    source = open_source(Path(path), log.warning, key)
-    check_charset(source, charset)
-    return source
-
-
-WIDE = 8.0  # a strip wider than WIDE model heights per label character, plus WIDE, is refused
-
-
-def check_widths(entries: list[Any], cache: StripCache, height: int) -> None:
-    """Refuse a strip far wider than its label needs (a 200,000-px image pads every batch it
-    is drawn into to its width): over ``WIDE * height * (len(label) + 1)`` columns once read
-    at the model height. The generator's widest of 500 strips used 0.78 of ``height *
-    (len + 1)``, a tenth of the bound; a photo with wide margins stays well inside it."""
-    for e, w in zip(entries, cache.widths.tolist(), strict=True):
-        bound = round(WIDE * height * (len(e.label) + 1))
-        if w > bound:
-            raise UserError(
-                f"{e.where}: image {e.id!r} is {w} columns wide at height {height}, over the "
-                f"bound of {bound} for a label of {len(e.label)} character(s) (WIDE={WIDE:g} "
-                f"heights a character); crop it to its digits"
-            )
-
-
 def _val_cache(d: Any, source: Source, cache: StripCache, dist: Distinct, split: Split):
     """The validation strips and their entries: all of ``data.val_path`` (none of them a
     training strip's image, none of its groups a group of ``data.path``: each refused in one
     line) or the held-out distinct strips of ``data.path``."""
     if not d.val_path:
         return cache.subset(split.held), [source.entries[i] for i in split.held]
-    val_source = _open(d.val_path, "data.val_path", d.charset)
-    val_cache = decode_all(val_source, d.height, d.crop, log.warning)
-    check_widths(val_source.entries, val_cache, d.height)
+    val_source, val_cache = read_source(d.val_path, "data.val_path", d, log.warning)
     shared = overlap(dist.keys, [image_key(im) for im in val_cache.images])
     if shared:
         raise UserError(
@@ -188,9 +169,7 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
     one-line UserError (nothing written) for a bad label, a missing image, a label too long,
     a strip in two groups or a held-out strip that would be trained on."""
     d = cfg.data
-    source = _open(d.path, "data.path", d.charset)
-    cache = decode_all(source, d.height, d.crop, log.warning)
-    check_widths(source.entries, cache, d.height)
+    source, cache = read_source(d.path, "data.path", d, log.warning)
     dist = find_duplicates(source.entries, cache.images, lambda m: log.warning(f"{d.path}: {m}"))
     units = group_units(source.entries, dist, f"data.path={d.path}")
     split = split_source(source, cache.widths, dist, units, cfg, reader, seen)
