@@ -301,9 +301,8 @@ def read_labels(
     """(filename, label, line number, group) rows of ``folder/labels.csv``, checked. A file
     name outside the folder is refused unless ``allow_outside`` (eval.allow_outside=true). The
     line number is where a record starts (a quoted field may span lines). ``digits_only``
-    False: labels are checked against a charset later (attnlab.data.sources). A third
-    column ``group`` (a writer, a document: ``attnlab.data.groups``) is optional; without it
-    every group is None."""
+    False: labels are checked against a charset later (attnlab.data.sources). A third column
+    ``group`` is optional (None without it: ``attnlab.data.groups``)."""
     path = folder / LABELS
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
@@ -316,8 +315,7 @@ def read_labels(
         columns = [h.strip() for h in header or []]
         if columns not in (["filename", "label"], ["filename", "label", "group"]):
             raise UserError(
-                f"{path}:1: header must be 'filename,label' (or "
-                f"'filename,label,group'), got {header}"
+                f"{path}:1: header must be 'filename,label' (a third column: group), got {header}"
             )
         end = reader.line_num
         for row in reader:
@@ -342,9 +340,7 @@ def read_labels(
             why = missing_image(folder, name)
             if why:
                 raise UserError(f"{path}:{line}: {why}")
-            group = row[2].strip() if len(row) == 3 else None
-            if group == "":
-                raise UserError(f"{path}:{line}: empty group (give every strip one, or no column)")
+            group = row[2].strip() or None if len(row) == 3 else None  # blank: checked later
             rows.append((name, label, line, group))
     except csv.Error as err:
         raise UserError(f"{path}:{reader.line_num}: not CSV ({err})") from err
