@@ -36,27 +36,22 @@ def _labels(path):
     return {e.id: e.label for e in open_source(path).entries}
 
 
-@pytest.mark.parametrize("kind", ["folder", "list", "lmdb"])
-def test_groups_are_held_out_whole(tmp_path, sources, kind):
-    trainer = _trainer(tmp_path, sources[kind], "data.val_share=0.3")
-    split, group = trainer.split, _groups(sources[kind])
-    held = set(split["held_out_groups"])
-    assert len(held) == 3 and split["groups"] == 10  # 30% of the 10 groups, not of strips
-    # strip by strip: every strip of a held-out group is held out, no other strip is
-    assert sorted(split["held_out"]) == sorted(i for i, g in group.items() if g in held)
-    trained = trainer.stream.cache.ids
-    assert len(trained) == 40 - len(split["held_out"])
-    assert not [i for i in trained if group[i] in held]
-    assert sorted(split["trained_groups"]) == sorted(set(group.values()) - held)
-
-
-def test_the_three_sources_hold_out_the_same_groups(tmp_path, sources):
-    got = {}
-    for kind, path in sources.items():
-        split = _trainer(tmp_path / kind, path, "data.val_share=0.3").split
+def test_groups_are_held_out_whole_in_every_source(tmp_path, sources):
+    same = {}
+    for kind, path in sources.items():  # labels.csv, a list file, an LMDB
+        trainer = _trainer(tmp_path / kind, path, "data.val_share=0.3")
+        split, group = trainer.split, _groups(path)
+        held = set(split["held_out_groups"])
+        assert len(held) == 3 and split["groups"] == 10  # 30% of the 10 groups, not of strips
+        # strip by strip: every strip of a held-out group is held out, no other strip is
+        assert sorted(split["held_out"]) == sorted(i for i, g in group.items() if g in held)
+        trained = trainer.stream.cache.ids
+        assert len(trained) == 40 - len(split["held_out"])
+        assert not [i for i in trained if group[i] in held]
+        assert sorted(split["trained_groups"]) == sorted(set(group.values()) - held)
         labels = _labels(path)
-        got[kind] = (split["held_out_groups"], [labels[i] for i in split["held_out"]])
-    assert got["folder"] == got["list"] == got["lmdb"]
+        same[kind] = (split["held_out_groups"], [labels[i] for i in split["held_out"]])
+    assert same["folder"] == same["list"] == same["lmdb"]
 
 
 def test_without_groups_every_strip_is_its_own_group(tmp_path):
