@@ -35,20 +35,30 @@ def _train(root: Path, name: str, *args: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """``grouped``: 40 strips in 10 groups, 20% of the groups held out; ``val_path``: 40
-    strips without groups, validated on 12 other strips (data.val_path)."""
-    root = tmp_path_factory.mktemp("recorded")
-    grouped = grouped_sources(root / "grouped")["folder"]
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("recorded")
+
+
+@pytest.fixture(scope="module")
+def plain_runs(root):
+    """``plain``: 40 strips without groups, ``run_val`` trained on them and validated on the
+    12 other strips of ``val`` (data.val_path)."""
     plain, val = plain_folder(root / "plain", 40, seed=7), plain_folder(root / "val", 12, seed=8)
-    return {
-        "root": root,
-        "grouped": grouped,
-        "plain": plain,
-        "val": val,
-        "run_grouped": _train(root, "a", f"data.path={grouped}", "data.val_share=0.2"),
-        "run_val": _train(root, "b", f"data.path={plain}", f"data.val_path={val}"),
-    }
+    run_val = _train(root, "b", f"data.path={plain}", f"data.val_path={val}")
+    return {"plain": plain, "val": val, "run_val": run_val}
+
+
+@pytest.fixture(scope="module")
+def runs(plain_runs, grouped_run):
+    return {**plain_runs, **grouped_run}
+
+
+@pytest.fixture(scope="module")
+def grouped_run(root):
+    """``grouped``: 40 strips in 10 groups; ``run_grouped`` holds out 20% of the groups."""
+    grouped = grouped_sources(root / "grouped")["folder"]
+    run = _train(root, "a", f"data.path={grouped}", "data.val_share=0.2")
+    return {"grouped": grouped, "run_grouped": run}
 
 
 def _keys(path: Path) -> dict[str, str]:
@@ -97,7 +107,8 @@ def test_eval_reads_only_held_out_strips_and_names_the_path_read(runs, copy_run)
         assert sum(read_keys[i] in trained_images for i in read) == 0  # strip by strip
 
 
-def test_a_trained_strip_copied_into_val_path_is_refused(runs, restore):
+def test_a_trained_strip_copied_into_val_path_is_refused(plain_runs, restore):
+    runs = plain_runs
     val, plain = runs["val"], runs["plain"]
     restore(val / "labels.csv")
     name, label = (plain / "labels.csv").read_text().splitlines()[1].split(",")
@@ -109,7 +120,8 @@ def test_a_trained_strip_copied_into_val_path_is_refused(runs, restore):
     assert not (runs["run_val"] / HELD).exists()  # nothing evaluated
 
 
-def test_a_held_out_file_overwritten_is_refused(runs, restore):
+def test_a_held_out_file_overwritten_is_refused(grouped_run, restore):
+    runs = grouped_run
     folder = runs["grouped"]
     split = json.loads((runs["run_grouped"] / "data_split.json").read_text())
     held = split["held_out"][0]
@@ -131,7 +143,8 @@ def _fine_tune(tmp_path, path, source, *extra):
     return Trainer(cfg, RunDir(tmp_path / "run"))
 
 
-def test_fine_tuning_refuses_held_out_strips_its_source_trained_on(runs, tmp_path):
+def test_fine_tuning_refuses_held_out_strips_its_source_trained_on(plain_runs, tmp_path):
+    runs = plain_runs
     source = runs["run_val"]  # trained on every strip of `plain`, validated on `val`
     trained_keys = set(_keys(runs["plain"]).values())
     plan = _fine_tune(tmp_path / "plan", runs["plain"], None, "data.val_share=0.3").split
@@ -147,7 +160,8 @@ def test_fine_tuning_refuses_held_out_strips_its_source_trained_on(runs, tmp_pat
     assert ok.started_from is not None
 
 
-def test_fine_tuning_refuses_held_out_groups_its_source_trained_on(runs, tmp_path):
+def test_fine_tuning_refuses_held_out_groups_its_source_trained_on(grouped_run, tmp_path):
+    runs = grouped_run
     source = runs["run_grouped"]  # 2 of 10 groups held out (data.val_share=0.2)
     before = json.loads((source / "data_split.json").read_text())
     plan = _fine_tune(tmp_path / "plan", runs["grouped"], None, "data.val_share=0.4").split
