@@ -116,3 +116,17 @@ def test_some_strips_without_a_group_are_refused(tmp_path, sources):
     (folder / "list.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError, match=r"list.txt:4: no group, but 39 of the 40 strips"):
         _trainer(tmp_path, folder / "list.txt", "data.val_share=0.3")
+
+
+def test_resuming_on_a_changed_val_path_is_refused(tmp_path, sources):
+    from attnlab.data.source_train import split_changes
+
+    val = grouped_sources(tmp_path / "val", n=12, groups=3, seed=8, prefix="v")["folder"]
+    args = (f"data.val_path={val}",)
+    before = _trainer(tmp_path / "a", sources["folder"], *args).split
+    assert split_changes(before, _trainer(tmp_path / "b", sources["folder"], *args).split) is None
+    rows = (val / "labels.csv").read_text().splitlines()
+    name = rows[1].split(",")[0]
+    shutil.copyfile(val / rows[2].split(",")[0], val / name)  # one file replaced by another
+    after = _trainer(tmp_path / "c", sources["folder"], *args).split
+    assert split_changes(before, after) == f"{val} has other held-out strips (images) than it had"

@@ -306,6 +306,8 @@ def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | No
         return f"it trained on data.limit={saved.get('limit')} strips, not {now.get('limit')}"
     if saved.get("drawn", now.get("drawn")) != now.get("drawn"):
         return where + "draws other training strips for data.limit than it did"
+    if saved.get("held_out_keys", now.get("held_out_keys")) != now.get("held_out_keys"):
+        return f"{now['val_path'] or now['path']} has other held-out strips (images) than it had"
     return None
 
 
