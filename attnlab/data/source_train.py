@@ -1,9 +1,12 @@
-"""Training on labelled strips (``data=folder``): the held-out split, the label checks, the
+"""Training on labelled strips (``data=folder``): the folder-data path, one step after the
+other, each with its owner: source -> entries (``sources.read_source``) -> duplicates
+(``dedup``) -> groups (``groups``) -> split (``split``) -> limit (``limit``) -> cache; the
 training stream and the validation sets, all built before a run writes anything.
 
-- The held-out share (``data.val_share`` of ``data.path``, drawn from ``data.eval_seed``) is
-  never trained on; ``FolderData.record`` lists its ids, and the run keeps that record
-  (``RunDir.split_file`` and the checkpoint), so ``attnlab eval RUN`` tests on those strips.
+- The held-out share (``data.val_share`` of ``data.path``'s groups or strips, drawn from
+  ``data.eval_seed``) is never trained on; ``FolderData.record`` lists its ids, groups and
+  image keys, and the run keeps that record (``RunDir.split_file`` and the checkpoint), so
+  ``attnlab eval RUN`` tests on those strips (``recorded``) and ``init_from`` knows them.
 - Training strips are the other strips of the seen lengths (``data.train_lengths``); a
   label the reader cannot be trained on (``Reader.too_long``) is refused in one line unless
   ``data.skip_long`` skips it (counted in the log and the record).
