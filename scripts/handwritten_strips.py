@@ -4,8 +4,9 @@ Needs scikit-learn (``pip install scikit-learn``; not an attnlab dependency): it
 ``load_digits`` holds 1,797 handwritten digits (8x8 grey, 0-16) scanned from 43 writers
 (UCI "Optical Recognition of Handwritten Digits"). Each strip takes distinct samples, each
 upscaled to about three quarters of the strip height, with small random gaps, margins and
-vertical jitter: dark ink on light paper. The folder gets PNG files and ``labels.csv``
-(``filename,label``), as ``attnlab data export`` writes it.
+vertical jitter: dark ink on light paper. The folder gets PNG files, ``labels.csv``
+(``filename,label,group``: the columns attnlab reads) and ``samples.csv`` (which samples
+each strip is composed of: its pool, group and sample indices).
 
 The samples are split by index: ``--images train`` draws from samples 0-1399, ``--images
 test`` from 1400-1796, so no handwritten sample of a test strip is in a training strip:
@@ -14,6 +15,14 @@ test`` from 1400-1796, so no handwritten sample of a test strip is in a training
         --per-length 2500
     python scripts/handwritten_strips.py /work/data/hw/test --images test --lengths 1-16 \\
         --per-length 200 --seed 1
+
+Composed strips reuse their samples: 11,200 strips of lengths 1-8 hold each of 1,400
+samples about 36 times, so a held-out share of such a folder is made of samples the reader
+trained on, and measures recall of them. Test them on the other pool (``data.val_path``),
+or give ``--groups K``: the pool's samples are split into K disjoint groups (drawn from
+``--seed``) and each strip is composed of one group's samples only, so ``data.val_share``,
+which holds out whole groups, holds out strips of samples no training strip holds. Without
+``--groups`` the group column names the pool (one group: strips of a pool share samples).
 """
 
 from __future__ import annotations
@@ -69,6 +78,20 @@ def strip(ink: list[torch.Tensor], height: int, gen: torch.Generator) -> torch.T
     return (paper - paper * contrast * canvas + noise).clamp(0, 1)
 
 
+def partition(n: int, groups: int, longest: int, gen: torch.Generator) -> list[list[int]]:
+    """Sample positions 0..n-1 in ``groups`` disjoint groups of (nearly) equal size, drawn
+    from ``gen``; one group of all samples when ``groups`` is 0."""
+    if groups <= 0:
+        return [list(range(n))]
+    if n // groups < longest:
+        raise SystemExit(
+            f"--groups {groups}: {n // groups} samples a group, fewer than the {longest} "
+            f"digits of the longest strip (distinct samples); give fewer groups"
+        )
+    order = torch.randperm(n, generator=gen).tolist()
+    return [sorted(order[k::groups]) for k in range(groups)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("out", type=Path, help="folder to write (PNG files + labels.csv)")
@@ -77,25 +100,47 @@ def main() -> None:
     p.add_argument("--per-length", type=int, default=200, help="strips of each length")
     p.add_argument("--height", type=int, default=32, help="strip height in px (data.height)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--groups", type=int, default=0,
+        help="split the pool's samples into this many disjoint groups, each strip composed of "
+        "one group's samples (0: one group, the pool)",
+    )  # fmt: skip
     args = p.parse_args()
     lo, hi = (int(v) for v in args.lengths.split("-"))
     gen = torch.Generator().manual_seed(args.seed)
     ink, labels = glyphs(args.images, round(0.75 * args.height))
     if (args.out / "labels.csv").exists():
         raise SystemExit(f"{args.out}/labels.csv exists: choose another folder")
+    first = range(SPLIT) if args.images == "train" else range(SPLIT, SPLIT + len(ink))
+    groups = partition(len(ink), args.groups, hi, torch.Generator().manual_seed(args.seed))
+    names = (
+        [args.images]
+        if args.groups <= 0
+        else [f"{args.images}-{k:03d}" for k in range(len(groups))]
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    lines = ["filename,label"]
+    lines, samples = ["filename,label,group"], ["filename,pool,group,samples"]
     n = (hi - lo + 1) * args.per_length
     for i in range(n):
         length = lo + i // args.per_length
-        pick = torch.randperm(len(ink), generator=gen)[:length].tolist()  # distinct samples
+        k = i % len(groups)  # the groups in turn: each as many strips of each length
+        members = groups[k]
+        if args.groups <= 0:  # the pool's composition of old: the same strips for a seed
+            pick = torch.randperm(len(ink), generator=gen)[:length].tolist()  # distinct samples
+        else:
+            pick = [members[j] for j in torch.randperm(len(members), generator=gen)[:length]]
         label = "".join(labels[j] for j in pick)
         pixels = strip([ink[j] for j in pick], args.height, gen).numpy()
         name = f"strip_{i:0{len(str(n))}d}_{label}.png"
         Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L").save(args.out / name)
-        lines.append(f"{name},{label}")
+        lines.append(f"{name},{label},{names[k]}")
+        samples.append(f"{name},{args.images},{names[k]},{' '.join(str(first[j]) for j in pick)}")
+    (args.out / "samples.csv").write_text("\n".join(samples) + "\n")
     (args.out / "labels.csv").write_text("\n".join(lines) + "\n")
-    print(f"wrote {n} strips (lengths {lo}-{hi}, {args.images} samples) to {args.out}")
+    print(
+        f"wrote {n} strips (lengths {lo}-{hi}, {args.images} samples, {len(groups)} group(s) of "
+        f"disjoint samples) to {args.out}"
+    )
 
 
 if __name__ == "__main__":

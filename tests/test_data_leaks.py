@@ -19,8 +19,9 @@ from PIL import Image, ImageOps
 
 from attnlab.data.dedup import image_key
 from attnlab.data.folder import export_folder
-from attnlab.data.source_train import held_out, load_labelled
+from attnlab.data.source_train import load_labelled
 from attnlab.data.sources import decode_all, export_lmdb, open_source
+from attnlab.data.split import held_out
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir

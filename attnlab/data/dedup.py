@@ -86,13 +86,21 @@ def _digest(parts: list[str]) -> str:
 
 
 def fingerprint(entries: list[Any], keys: list[str]) -> dict[str, Any]:
-    """What a run trained on, to compare on resume: the strips' ids, labels and images."""
+    """What a run trained on, to compare on resume: the strips' ids, labels (with their
+    groups, when the source has groups) and images."""
     return {
         "strips": len(entries),
         "ids": _digest([e.id for e in entries]),
-        "labels": _digest([f"{e.id}\0{e.label}" for e in entries]),
+        "labels": _digest([f"{e.id}\0{e.label}" + _group(e) for e in entries]),
         "images": _digest([f"{e.id}\0{k}" for e, k in zip(entries, keys, strict=True)]),
     }
+
+
+def _group(entry: Any) -> str:
+    """A strip's group as the fingerprint reads it: nothing without one (the digests of a
+    source without groups are the ones they always were)."""
+    group = getattr(entry, "group", None)
+    return "" if group is None else f"\0{group}"
 
 
 def split_digest(held: list[str], train: list[str]) -> str:

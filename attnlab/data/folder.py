@@ -28,7 +28,7 @@ from attnlab.io import atomic_write, csv_rows, write_text
 LABELS = "labels.csv"
 TALL = 4.0  # height / width above which an image is not a row of digits
 Warn = Callable[[str], None]
-Row = tuple[str, str, int]  # filename, label, line number in labels.csv
+Row = tuple[str, str, int, str | None]  # filename, label, line in labels.csv, group (or None)
 
 # Pillow modes by how they become grey; any other mode (LAB, La, ...) is refused.
 PLAIN = {"1", "L", "P", "RGB", "RGBX", "CMYK", "YCbCr", "HSV"}  # Pillow converts these to L
@@ -260,10 +260,10 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
     content, in every source, are found after decoding (``attnlab.data.dedup``)."""
     first: dict[str, Row] = {}
     again: dict[str, list[int]] = {}
-    for name, label, line in rows:
+    for name, label, line, group in rows:
         key = os.path.normpath(name)
         if key not in first:
-            first[key] = (name, label, line)
+            first[key] = (name, label, line, group)
         elif first[key][1] != label:
             raise UserError(
                 f"{path}:{line}: {name!r} is labelled {short(label)} here but "
@@ -298,10 +298,11 @@ def outside(folder: Path, name: str) -> bool:
 def read_labels(
     folder: Path, warn: Warn = warn_stderr, allow_outside: bool = False, digits_only: bool = True
 ) -> list[Row]:
-    """(filename, label, line number) rows of ``folder/labels.csv``, checked. A file name
-    outside the folder is refused unless ``allow_outside`` (eval.allow_outside=true). The
+    """(filename, label, line number, group) rows of ``folder/labels.csv``, checked. A file
+    name outside the folder is refused unless ``allow_outside`` (eval.allow_outside=true). The
     line number is where a record starts (a quoted field may span lines). ``digits_only``
-    False: labels are checked against a charset later (attnlab.data.sources)."""
+    False: labels are checked against a charset later (attnlab.data.sources). A third column
+    ``group`` is optional (None without it: ``attnlab.data.groups``)."""
     path = folder / LABELS
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder")
@@ -311,16 +312,20 @@ def read_labels(
     reader = csv.reader(io.StringIO(labels_text(path), newline=""))
     try:
         header = next(reader, None)
-        if header is None or [h.strip() for h in header[:2]] != ["filename", "label"]:
-            raise UserError(f"{path}:1: header must be 'filename,label', got {header}")
+        columns = [h.strip() for h in header or []]
+        if columns not in (["filename", "label"], ["filename", "label", "group"]):
+            raise UserError(
+                f"{path}:1: header must be 'filename,label' (a third column: group), got {header}"
+            )
         end = reader.line_num
         for row in reader:
             line, end = end + 1, reader.line_num  # the record's first line, then its last
             if not row or all(not c.strip() for c in row):
                 continue
-            if len(row) != 2:
+            if len(row) != len(columns):
                 raise UserError(
-                    f"{path}:{line}: expected 2 fields (filename,label), got {len(row)}"
+                    f"{path}:{line}: expected {len(columns)} fields ({','.join(columns)}), "
+                    f"got {len(row)}"
                 )
             name, label = row[0].strip(), row[1].strip()
             if digits_only and (not label.isdigit() or not label.isascii()):
@@ -335,7 +340,8 @@ def read_labels(
             why = missing_image(folder, name)
             if why:
                 raise UserError(f"{path}:{line}: {why}")
-            rows.append((name, label, line))
+            group = row[2].strip() or None if len(row) == 3 else None  # blank: checked later
+            rows.append((name, label, line, group))
     except csv.Error as err:
         raise UserError(f"{path}:{reader.line_num}: not CSV ({err})") from err
     if not rows:
@@ -355,7 +361,7 @@ def load_folder(
     folder = Path(folder)
     rows = read_labels(folder, warn, allow_outside)
     images = []
-    for name, _, line in rows:
+    for name, _, line, _ in rows:
         where = f"{folder / LABELS}:{line}"
         try:
             images.append(
@@ -363,9 +369,9 @@ def load_folder(
             )
         except UserError as err:
             raise UserError(f"{where}: {err}") from err
-    labels = [label for _, label, _ in rows]
+    labels = [row[1] for row in rows]
     spans = torch.zeros(len(rows), max(len(s) for s in labels), 2, dtype=torch.long)
-    return pad_strips(images, labels, spans), [name for name, _, _ in rows]
+    return pad_strips(images, labels, spans), [row[0] for row in rows]
 
 
 def export_folder(batch: StripBatch, out: Path | str, force: bool = False) -> Path:

@@ -1,9 +1,12 @@
-"""Training on labelled strips (``data=folder``): the held-out split, the label checks, the
+"""Training on labelled strips (``data=folder``): the folder-data path, one step after the
+other, each with its owner: source -> entries (``sources.read_source``) -> duplicates
+(``dedup``) -> groups (``groups``) -> split (``split``) -> limit (``limit``) -> cache; the
 training stream and the validation sets, all built before a run writes anything.
 
-- The held-out share (``data.val_share`` of ``data.path``, drawn from ``data.eval_seed``) is
-  never trained on; ``FolderData.record`` lists its ids, and the run keeps that record
-  (``RunDir.split_file`` and the checkpoint), so ``attnlab eval RUN`` tests on those strips.
+- The held-out share (``data.val_share`` of ``data.path``'s groups or strips, drawn from
+  ``data.eval_seed``) is never trained on; ``FolderData.record`` lists its ids, groups and
+  image keys, and the run keeps that record (``RunDir.split_file`` and the checkpoint), so
+  ``attnlab eval RUN`` tests on those strips (``recorded``) and ``init_from`` knows them.
 - Training strips are the other strips of the seen lengths (``data.train_lengths``); a
   label the reader cannot be trained on (``Reader.too_long``) is refused in one line unless
   ``data.skip_long`` skips it (counted in the log and the record).
@@ -35,22 +38,22 @@ from attnlab.data.dedup import (
     short,
     split_digest,
 )
+from attnlab.data.groups import group_names, group_units, shared_groups
 from attnlab.data.limit import draw
 from attnlab.data.ranges import uniform
-from attnlab.data.sources import Source, StripCache, check_charset, decode_all, open_source
-from attnlab.data.strips import StripBatch, StripSynth, pad_strips, set_seed
+from attnlab.data.sources import (
+    Source,
+    StripCache,
+    check_charset,
+    decode_all,
+    open_source,
+    read_source,
+)
+from attnlab.data.split import Split, split_source
+from attnlab.data.strips import StripBatch, StripSynth, pad_strips
 from attnlab.errors import UserError
 
 log = logging.getLogger("attnlab.train")
-
-
-def held_out(n: int, share: float, seed: int) -> list[int]:
-    """Indices of the held-out share of ``n`` strips: the same for every run of a source."""
-    if share <= 0:
-        return []
-    k = min(n - 1, max(1, round(share * n)))
-    gen = torch.Generator().manual_seed(set_seed(seed, "held-out", n))
-    return sorted(torch.randperm(n, generator=gen)[:k].tolist())
 
 
 def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
@@ -144,73 +147,13 @@ class FolderData:
     record: dict[str, Any]  # what the run keeps: source, held-out ids, counts
 
 
-def _open(path: str, key: str, charset: str) -> Source:
-    source = open_source(Path(path), log.warning, key)
-    check_charset(source, charset)
-    return source
-
-
-WIDE = 8.0  # a strip wider than WIDE model heights per label character, plus WIDE, is refused
-
-
-def check_widths(entries: list[Any], cache: StripCache, height: int) -> None:
-    """Refuse a strip far wider than its label needs (a 200,000-px image pads every batch it
-    is drawn into to its width): over ``WIDE * height * (len(label) + 1)`` columns once read
-    at the model height. The generator's widest of 500 strips used 0.78 of ``height *
-    (len + 1)``, a tenth of the bound; a photo with wide margins stays well inside it."""
-    for e, w in zip(entries, cache.widths.tolist(), strict=True):
-        bound = round(WIDE * height * (len(e.label) + 1))
-        if w > bound:
-            raise UserError(
-                f"{e.where}: image {e.id!r} is {w} columns wide at height {height}, over the "
-                f"bound of {bound} for a label of {len(e.label)} character(s) (WIDE={WIDE:g} "
-                f"heights a character); crop it to its digits"
-            )
-
-
-@dataclass
-class Split:
-    held: list[int]  # entries held out: one per distinct strip (what evaluation reads)
-    copies: list[int]  # the other copies of held-out strips: never trained on either
-    train: list[int]  # entries trained on: one per distinct strip
-    long: list[tuple[int, str]]  # (entry, why) too long for the reader
-    unseen: int  # distinct strips of other lengths
-
-
-def split_source(
-    source: Source, cache: StripCache, dist: Distinct, cfg: Any, reader: Any, seen: list[int]
-) -> Split:
-    """The held-out share drawn over distinct strips (a source without duplicates keeps the
-    draw it always had), all copies of a held-out strip held out, the rest trained on once."""
-    d = cfg.data
-    groups = dist.groups
-    picked = [] if d.val_path else held_out(len(groups), d.val_share, d.eval_seed)
-    held = [groups[g][0] for g in picked]
-    copies = [i for g in picked for i in groups[g][1:]]
-    held_set, wanted = set(picked), set(seen)
-    columns = reader.encoder.column_lengths(cache.widths).tolist()
-    train, long, unseen = [], [], 0
-    for g, members in enumerate(groups):
-        i = members[0]
-        if g in held_set:
-            continue
-        label = source.entries[i].label
-        if len(label) not in wanted:
-            unseen += 1
-            continue
-        why = reader.too_long(label, columns[i])
-        (long if why else train).append((i, why) if why else i)
-    return Split(held, copies, train, long, unseen)
-
-
-def _val_cache(d: Any, cache: StripCache, dist: Distinct, split: Split) -> StripCache:
-    """The validation strips: all of ``data.val_path`` (none of them a training strip's
-    image, refused in one line) or the held-out distinct strips of ``data.path``."""
+def _val_cache(d: Any, source: Source, cache: StripCache, dist: Distinct, split: Split):
+    """The validation strips and their entries: all of ``data.val_path`` (none of them a
+    training strip's image, none of its groups a group of ``data.path``: each refused in one
+    line) or the held-out distinct strips of ``data.path``."""
     if not d.val_path:
-        return cache.subset(split.held)
-    val_source = _open(d.val_path, "data.val_path", d.charset)
-    val_cache = decode_all(val_source, d.height, d.crop, log.warning)
-    check_widths(val_source.entries, val_cache, d.height)
+        return cache.subset(split.held), [source.entries[i] for i in split.held]
+    val_source, val_cache = read_source(d.val_path, "data.val_path", d, log.warning)
     shared = overlap(dist.keys, [image_key(im) for im in val_cache.images])
     if shared:
         raise UserError(
@@ -218,19 +161,45 @@ def _val_cache(d: Any, cache: StripCache, dist: Distinct, split: Split) -> Strip
             f"image of a training strip of data.path={d.path}; held-out strips must not be "
             f"trained on (give a disjoint folder, or drop data.val_path to hold out a share)"
         )
-    return val_cache
+    shared_groups(source.entries, val_source.entries, f"data.path={d.path}",
+                  f"data.val_path={d.val_path}")  # fmt: skip
+    return val_cache, val_source.entries
 
 
 def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripSynth):
-    """The training stream and validation sets of ``data=folder``; raises a one-line
-    UserError (nothing written) for a bad label, a missing image or a label too long."""
+    """The training stream and validation sets of ``data=folder``, one step after the other:
+    source -> entries (decoded) -> duplicates -> groups -> split -> limit -> cache. Raises a
+    one-line UserError (nothing written) for a bad label, a missing image, a label too long,
+    a strip in two groups or a held-out strip that would be trained on."""
     d = cfg.data
-    source = _open(d.path, "data.path", d.charset)
-    cache = decode_all(source, d.height, d.crop, log.warning)
-    check_widths(source.entries, cache, d.height)
+    source, cache = read_source(d.path, "data.path", d, log.warning)
     dist = find_duplicates(source.entries, cache.images, lambda m: log.warning(f"{d.path}: {m}"))
-    split = split_source(source, cache, dist, cfg, reader, seen)
-    if split.long and not d.skip_long:
+    units = group_units(source.entries, dist, f"data.path={d.path}")
+    split = split_source(source, cache.widths, dist, units, cfg, reader, seen)
+    _check_split(source, split, reader, seen, d.skip_long)
+    pool = [source.entries[i].label for i in split.train]  # data.limit: the first N of it
+    drawn = draw(split.train, pool, getattr(d, "limit", None), cfg.seed, str(source.path))
+    val_cache, val_entries = _val_cache(d, source, cache, dist, split)
+    val_sets = _val_sets(val_cache, seen, d.val_path or d.path)
+    record = _record(d, source, dist, split, seen, drawn)
+    record.update(_contents(source, dist, split, drawn, val_cache, val_entries))
+    log.info(
+        "%s %s: %d strips%s; training on %d of the seen lengths, %d held out%s, %d of other "
+        "lengths, %d skipped as too long%s",
+        source.kind, source.path, len(source),
+        f" in {len(units)} groups" if units.names is not None else "",
+        len(drawn), len(split.held),
+        f" ({len(split.held_groups)} whole groups)" if split.held_groups else "",
+        split.unseen, len(split.long),
+        f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
+    )  # fmt: skip
+    stream = SourceStream(cache.subset(drawn), cfg.train.batch_size, seed, d, synth, seen)
+    return FolderData(stream, val_sets, record)
+
+
+def _check_split(source: Source, split: Split, reader: Any, seen: list[int], skip: bool):
+    """Labels too long for the reader (unless ``data.skip_long``), or nothing to train on."""
+    if split.long and not skip:
         i, why = split.long[0]
         e = source.entries[i]
         raise UserError(
@@ -242,9 +211,9 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
             f"{source.path}: no strips to train on (seen lengths {seen}, {len(split.held)} "
             f"held out, {split.unseen} of other lengths, {len(split.long)} too long)"
         )
-    pool = [source.entries[i].label for i in split.train]  # data.limit: the first N of it
-    drawn = draw(split.train, pool, getattr(d, "limit", None), cfg.seed, str(source.path))
-    val_cache = _val_cache(d, cache, dist, split)
+
+
+def _val_sets(val_cache: StripCache, seen: list[int], where: str) -> dict[int, StripBatch]:
     wanted = set(seen)
     by_length: dict[int, list[int]] = {}
     for i, label in enumerate(val_cache.labels):
@@ -252,20 +221,10 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
             by_length.setdefault(len(label), []).append(i)
     if not by_length:
         raise UserError(
-            f"{d.val_path or d.path}: no validation strips of the seen lengths {seen} "
+            f"{where}: no validation strips of the seen lengths {seen} "
             f"(raise data.val_share or give data.val_path)"
         )
-    val_sets = {n: val_cache.batch(idx) for n, idx in sorted(by_length.items())}
-    record = _record(d, source, dist, split, seen, drawn)
-    log.info(
-        "%s %s: %d strips; training on %d of the seen lengths, %d held out, %d of other "
-        "lengths, %d skipped as too long%s",
-        source.kind, source.path, len(source), len(drawn), len(split.held),
-        split.unseen, len(split.long),
-        f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
-    )  # fmt: skip
-    stream = SourceStream(cache.subset(drawn), cfg.train.batch_size, seed, d, synth, seen)
-    return FolderData(stream, val_sets, record)
+    return {n: val_cache.batch(idx) for n, idx in sorted(by_length.items())}
 
 
 def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int], drawn):
@@ -295,6 +254,26 @@ def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int
         "seen": list(seen),
         "fingerprint": fingerprint(source.entries, dist.keys),
         "split_fingerprint": split_digest(held, train),
+    }
+
+
+KEY = 16  # hex digits of a strip's image key kept in the record (64 bits)
+
+
+def _contents(source, dist, split, drawn, val_cache, val_entries) -> dict[str, Any]:
+    """What the run's strips are, by content, for the checks made after training: ``attnlab
+    eval RUN`` re-reads its held-out strips and refuses any that changed or is a trained
+    strip (``attnlab.data.recorded``); ``init_from`` refuses a held-out set that holds a
+    strip, or a group, the starting weights trained on (``attnlab.training.finetune``)."""
+    train_groups = sorted({source.entries[i].group for i in drawn} - {None})
+    return {
+        "groups": len(group_names(source.entries)) or None,
+        "held_out_groups": split.held_groups,
+        "trained_groups": train_groups if split.held_groups is not None else None,
+        "val_groups": sorted(group_names(val_entries)) or None,
+        "trained_keys": [dist.keys[i][:KEY] for i in drawn],
+        "held_out_keys": [image_key(im)[:KEY] for im in val_cache.images],
+        "held_out_labels": split_digest([], list(val_cache.labels)),
     }
 
 
@@ -330,6 +309,8 @@ def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | No
         return f"it trained on data.limit={saved.get('limit')} strips, not {now.get('limit')}"
     if saved.get("drawn", now.get("drawn")) != now.get("drawn"):
         return where + "draws other training strips for data.limit than it did"
+    if saved.get("held_out_keys", now.get("held_out_keys")) != now.get("held_out_keys"):
+        return f"{now['val_path'] or now['path']} has other held-out strips (images) than it had"
     return None
 
 
@@ -347,21 +328,4 @@ def load_labelled(
     source = open_source(Path(path), warn, key, allow_outside)
     check_charset(source, charset)
     cache = decode_all(source, height, crop, warn)
-    return cache.batch(range(len(cache))), cache.ids
-
-
-def held_out_strips(d: Any, split: dict[str, Any], warn: Any) -> tuple[StripBatch, list[str]]:
-    """The strips a folder-trained run held out (its checkpoint's ``data_split``): all of
-    ``data.val_path`` when it had one, else the recorded ids of ``data.path``."""
-    if split.get("val_path"):
-        return load_labelled(split["val_path"], d.height, warn, d.crop, d.charset, "data.val_path")
-    source = open_source(Path(split["path"]), warn)
-    where = {e.id: i for i, e in enumerate(source.entries)}
-    missing = [s for s in split["held_out"] if s not in where]
-    if missing:
-        raise UserError(
-            f"{split['path']}: {len(missing)} held-out strip(s) of this run are no longer "
-            f"listed (first: {missing[0]!r}); evaluate with --folder instead"
-        )
-    cache = decode_all(source, d.height, d.crop, warn, only=[where[s] for s in split["held_out"]])
     return cache.batch(range(len(cache))), cache.ids

@@ -1,6 +1,9 @@
 """Labelled strips as a data source: a folder with ``labels.csv``, a list file of
 ``path<TAB>label`` lines (the PaddleOCR/mmocr convention) or an LMDB in the layout of
 deep-text-recognition-benchmark and strhub (``num-samples``, ``image-%09d``, ``label-%09d``).
+Each may say which strips belong together (a writer, a document: ``attnlab.data.groups``):
+a ``group`` column in labels.csv, a third tab field in a list file, ``group-%09d`` records in
+an LMDB. Without it every strip is its own group.
 
 ``open_source`` lists a source's strips (id, label, where: a file:line for errors) and checks
 what can be checked without decoding: every image is there, every label uses only
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,6 +40,7 @@ class Entry:
     id: str  # file name (relative to the source) or LMDB key; what split files record
     label: str
     where: str  # "labels.csv:12", "train.txt:3", "lmdb:label-000000003": named in errors
+    group: str | None = None  # the strips of one writer or document; None: its own group
 
 
 @dataclass
@@ -71,7 +76,10 @@ def open_source(
     path = Path(path)
     if path.is_dir() and (path / LABELS).is_file():
         rows = read_labels(path, warn, allow_outside, digits_only=False)
-        entries = [Entry(name, nfc(label), f"{path / LABELS}:{line}") for name, label, line in rows]
+        entries = [
+            Entry(name, nfc(label), f"{path / LABELS}:{line}", group)
+            for name, label, line, group in rows
+        ]
         return Source("folder", path, entries)
     if path.is_dir() and (path / LMDB_DATA).is_file():
         return Source("lmdb", path, _lmdb_entries(path))
@@ -83,17 +91,21 @@ def open_source(
 
 
 def _list_entries(path: Path, allow_outside: bool = False) -> list[Entry]:
-    """The ``path<TAB>label`` lines of a list file; a file named outside its folder is
-    refused as in labels.csv (``folder.outside``) unless ``allow_outside``."""
+    """The ``path<TAB>label[<TAB>group]`` lines of a list file; a file named outside its
+    folder is refused as in labels.csv (``folder.outside``) unless ``allow_outside``."""
     from attnlab.data.folder import labels_text, missing_image, outside
 
     entries = []
     for n, line in enumerate(labels_text(path).splitlines(), start=1):
         if not line.strip():
             continue
-        name, tab, label = line.rstrip("\r").partition("\t")
-        if not tab:
-            raise UserError(f"{path}:{n}: expected 'path<TAB>label', got {line[:60]!r}")
+        name, tab, rest = line.rstrip("\r").partition("\t")
+        label, tab2, group = rest.partition("\t")
+        if not tab or "\t" in group:
+            raise UserError(
+                f"{path}:{n}: expected 'path<TAB>label' or 'path<TAB>label<TAB>group', "
+                f"got {line[:60]!r}"
+            )
         where = f"{path}:{n}"
         if outside(path.parent, name) and not allow_outside:
             raise UserError(
@@ -103,7 +115,7 @@ def _list_entries(path: Path, allow_outside: bool = False) -> list[Entry]:
         why = missing_image(path.parent, name)
         if why:
             raise UserError(f"{where}: {why}")
-        entries.append(Entry(name, nfc(label.strip()), where))
+        entries.append(Entry(name, nfc(label.strip()), where, group.strip() or None))
     if not entries:
         raise UserError(f"{path}: no strips listed")
     return entries
@@ -132,7 +144,9 @@ def _lmdb_entries(path: Path) -> list[Entry]:
             if txn.get(image.encode()) is None:
                 raise UserError(f"{where}: image {image} not found in the LMDB")
             label = nfc(text.decode("utf-8", errors="replace").strip())
-            entries.append(Entry(image, label, where))
+            group = txn.get(f"group-{i:09d}".encode())
+            group = group and group.decode("utf-8", errors="replace").strip() or None
+            entries.append(Entry(image, label, where, group))
     env.close()
     if not entries:
         raise UserError(f"{path}: no strips listed (num-samples is 0)")
@@ -241,9 +255,39 @@ def decode_all(
     return StripCache(images, [e.label for e in entries], [e.id for e in entries])
 
 
-def export_lmdb(batch: StripBatch, out: Path | str) -> Path:
+WIDE = 8.0  # a strip wider than WIDE model heights per label character, plus WIDE, is refused
+
+
+def check_widths(entries: list[Entry], cache: StripCache, height: int) -> None:
+    """Refuse a strip far wider than its label needs (a 200,000-px image pads every batch it
+    is drawn into to its width): over ``WIDE * height * (len(label) + 1)`` columns once read
+    at the model height. The generator's widest of 500 strips used 0.78 of ``height *
+    (len + 1)``, a tenth of the bound; a photo with wide margins stays well inside it."""
+    for e, w in zip(entries, cache.widths.tolist(), strict=True):
+        bound = round(WIDE * height * (len(e.label) + 1))
+        if w > bound:
+            raise UserError(
+                f"{e.where}: image {e.id!r} is {w} columns wide at height {height}, over the "
+                f"bound of {bound} for a label of {len(e.label)} character(s) (WIDE={WIDE:g} "
+                f"heights a character); crop it to its digits"
+            )
+
+
+def read_source(path: str, key: str, d: Any, warn: Warn) -> tuple[Source, StripCache]:
+    """The first steps of the folder-data path, for training and validation sources alike:
+    the source listed (``key`` named in errors), its labels checked against ``data.charset``,
+    every strip decoded once and checked not far wider than its label."""
+    source = open_source(Path(path), warn, key)
+    check_charset(source, d.charset)
+    cache = decode_all(source, d.height, d.crop, warn)
+    check_widths(source.entries, cache, d.height)
+    return source, cache
+
+
+def export_lmdb(batch: StripBatch, out: Path | str, groups: list[str] | None = None) -> Path:
     """Strips as PNG records in an LMDB of the strhub/DTRB layout, written under a temporary
-    name and renamed into place (a folder written whole or not at all)."""
+    name and renamed into place (a folder written whole or not at all); ``groups``, when
+    known, as ``group-%09d`` records."""
     import io
 
     import lmdb
@@ -262,6 +306,8 @@ def export_lmdb(batch: StripBatch, out: Path | str) -> Path:
                 Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L").save(buf, "PNG")
                 txn.put(f"image-{i:09d}".encode(), buf.getvalue())
                 txn.put(f"label-{i:09d}".encode(), label.encode())
+                if groups is not None:
+                    txn.put(f"group-{i:09d}".encode(), groups[i - 1].encode())
             txn.put(b"num-samples", str(len(batch)).encode())
         env.sync()
         env.close()

@@ -21,7 +21,8 @@ import torch
 
 from attnlab.config import EvalConfig, RunTaskConfig, seen_lengths, span
 from attnlab.data.folder import LABELS, warn_stderr
-from attnlab.data.source_train import held_out_strips, load_labelled
+from attnlab.data.recorded import held_out_path, held_out_strips
+from attnlab.data.source_train import load_labelled
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError
 from attnlab.evaluation import explore, metrics
@@ -247,7 +248,8 @@ def _meta(plan: EvalPlan) -> EvalMeta:
     return EvalMeta(
         name=plan.name,
         source=source,
-        folder=str(cfg.folder) if cfg.folder else (ckpt.data_split or {}).get("path"),
+        # the path actually read: eval.folder, else the run's data.val_path or data.path
+        folder=str(cfg.folder) if cfg.folder else _read_from(ckpt.data_split),
         decoding=_decoding(cfg),
         reader=plan.reader.name,
         seen_lengths=plan.seen,
@@ -265,6 +267,11 @@ def _meta(plan: EvalPlan) -> EvalMeta:
             STRIP_PRINTS: {str(n): strips_digest(s) for n, (s, _) in plan.sets.items()},
         },
     )
+
+
+def _read_from(split: dict[str, Any] | None) -> str | None:
+    """The held-out strips' path: the run's data.val_path when it had one, else data.path."""
+    return held_out_path(split) if split else None
 
 
 def strips_digest(strips: StripBatch) -> str:

@@ -9,6 +9,12 @@ CTC blank) kept, and the rows of characters the source never read re-initialised
 listed. The encoder must fit as it is: a config that differs from the source run's in the
 encoder's shape is refused in one line naming the key. The checkpoint is read with
 ``weights_only=True`` and non-finite weights refused (``attnlab.runs.checkpoint.load``).
+
+Fine-tuning must not leak: a held-out set (``data.val_share`` of ``data.path``, or
+``data.val_path``) that holds strips the starting weights were trained on, or with groups
+a group they were trained on, would score recall as reading. The source checkpoint records
+what it trained on (``data_split``: the trained strips' image keys and groups), and such a
+held-out set is refused in one line naming how many strips (and groups) are involved.
 """
 
 from __future__ import annotations
@@ -30,13 +36,18 @@ ENCODER_KEYS = ("stem_channels", "stride", "column_convs", "column_mlp", "column
 ENCODER_KEYS += ("hidden", "layers")
 
 
-def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
+def init_from(
+    model: torch.nn.Module, cfg: Any, source: str, split: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Load what fits of ``source`` (a run directory: its best.pt, or a checkpoint file)
-    into ``model``; returns the record the run keeps (path, step, what was re-initialised)."""
+    into ``model``; returns the record the run keeps (path, step, what was re-initialised).
+    ``split``: the new run's data record (data=folder), checked against what the source
+    trained on (``check_leak``)."""
     path = checkpoint.resolve(source, "best")
     ckpt = checkpoint.load(path)
     before = ckpt.run_config()
     what = f"init_from={source}"
+    check_leak(ckpt.data_split, split, what)
     _check_encoder(before, cfg, what)
     saved: dict[str, torch.Tensor] = ckpt.model
     own = model.state_dict()
@@ -71,6 +82,32 @@ def init_from(model: torch.nn.Module, cfg: Any, source: str) -> dict[str, Any]:
         "mapped_by_character": mapped,
         "new_characters": new,
     }
+
+
+def check_leak(trained: dict[str, Any] | None, split: dict[str, Any] | None, what: str) -> None:
+    """Refuse a held-out set (``split``, the new run's record) that holds strips, by image,
+    or groups, by name, that the source (``trained``, its record) trained on. A source
+    trained on synthetic strips has no record: nothing of a folder was trained on."""
+    if not trained or not split:
+        return
+    held = split.get("held_out_keys") or []
+    if "trained_keys" in trained:
+        seen = set(trained["trained_keys"])
+        strips = sum(1 for k in held if k in seen)
+    else:  # a record of a version without keys: by id, when the source is the same
+        same = trained.get("path") == split.get("path") and not split.get("val_path")
+        kept = set(trained.get("held_out", [])) | set(trained.get("held_out_copies", []))
+        strips = sum(1 for i in split.get("held_out", []) if i not in kept) if same else 0
+    groups = set(trained.get("trained_groups") or []) & set(
+        split.get("held_out_groups") or split.get("val_groups") or []
+    )
+    if strips or groups:
+        also = f" ({len(groups)} of its held-out groups, first {min(groups)!r})" if groups else ""
+        raise UserError(
+            f"{what}: {strips} of this run's {len(held)} held-out strips{also} were trained on "
+            f"by the source checkpoint; hold out what it held out (its data.val_share and "
+            f"data.eval_seed), give a data.val_path it never read, or start elsewhere"
+        )
 
 
 def _check_encoder(before: Any, cfg: Any, what: str) -> None:

@@ -103,7 +103,7 @@ class Trainer:
         if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
             from attnlab.training.finetune import init_from
 
-            self.started_from = init_from(self.model, cfg, str(cfg.init_from))
+            self.started_from = init_from(self.model, cfg, str(cfg.init_from), self.split)
             warn_unloaded(self.frozen, self.started_from)
 
     def _build_reader(self) -> None:
