@@ -106,6 +106,7 @@ class TrainMetrics:
     best: dict[str, Any]
     threads: list[int] | None = None  # the CPU thread counts used, in order (thread_policy)
     device: str | None = None  # e.g. cpu, cuda:0 [GPU 1] (the CUDA_VISIBLE_DEVICES it was given)
+    drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
 
 
 @dataclass
