@@ -1,19 +1,30 @@
-# Set-up and everyday commands. `make demo` and `make test` install what they need into
-# .venv first. CPU machines pin a CPU build of torch here, outside the package's own
-# dependencies (TORCH_PIN= to skip the pin, e.g. on a GPU machine with its own torch).
+# Set-up and everyday commands. `make demo` and `make test` install requirements.lock into
+# .venv first: every package at one version with its hashes, dev tools included, so that a
+# fresh clone next year draws the same glyphs and numbers (attnlab/runs/drawn.py). `make lock`
+# writes the lock again from pyproject.toml (pip-compile; `make lock LOCK_ARGS=--upgrade`
+# moves every package to its newest version): see the README's "Two commands".
+# CPU machines pin a CPU build of torch here, outside the package's own dependencies: the
+# lock is compiled with TORCH_PIN as a constraint (this machine's pip finds the CPU build on
+# its local disk). TORCH_PIN= installs the lock without torch (a GPU machine with its own).
 PYTHON ?= python3.11
 VENV ?= .venv
 TORCH_PIN ?= torch==2.13.0
+LOCK := requirements.lock
+LOCK_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format bench clean
+.PHONY: install demo test test-fast lint format bench clean lock
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml $(LOCK) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(if $(TORCH_PIN),$(BIN)/python -m pip install --quiet "$(TORCH_PIN)")
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(if $(TORCH_PIN),cp $(LOCK) $(VENV)/locked.txt,awk '/^torch==/{s=1;next} /^[^ ]/{s=0} !s' $(LOCK) > $(VENV)/locked.txt)
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps -r $(VENV)/locked.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@# The clone's root on sys.path too, after the current folder: a folder named attnlab
+	@# there (a clone) then no longer hides the package (attnlab/shadowing.py).
+	echo "$(CURDIR)" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/attnlab_clone.pth"
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,6 +34,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/attnlab sweep lengths seed=0
 	$(BIN)/attnlab report
+	@echo "To run attnlab commands yourself (README), activate the environment first: . $(BIN)/activate"
 
 # `make test` runs everything, as CI does (.ci/run): ruff, then the whole suite with one
 # pytest-xdist worker per usable CPU, a test module's tests on one worker (its module
@@ -50,6 +62,20 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
+
+# requirements.lock from pyproject.toml's dependencies and its dev extra, for this Python on
+# this platform (CPython 3.11, Linux x86_64: CI's machines), with hashes, pip, setuptools and
+# the build's own requirements included (--all-build-deps), torch at TORCH_PIN; attnlab
+# itself left out (the dev extra names attnlab[export]; it is installed with -e after).
+# Existing pins are kept where pyproject still allows them.
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "pip-tools>=7.4"
+	echo "$(TORCH_PIN)" > $(VENV)/torch-pin.txt
+	CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes \
+	  --unsafe-package attnlab --strip-extras --all-build-deps --extra dev \
+	  --no-emit-find-links --no-emit-index-url --constraint $(VENV)/torch-pin.txt \
+	  $(LOCK_ARGS) --output-file $(LOCK) pyproject.toml
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

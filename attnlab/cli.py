@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import typer
 
+import attnlab.shadowing  # noqa: F401  (first: one line when a folder named attnlab hides us)
 from attnlab import __version__
 from attnlab.errors import UserError, exit_with
 from attnlab.runs.resume import hydra_value

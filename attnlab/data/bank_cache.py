@@ -76,6 +76,18 @@ def bank_digest(key: tuple, modules: tuple[Any, ...], fonts: tuple[str, ...]) ->
     return h.hexdigest()[:32]
 
 
+def content_digest(bank: GlyphBank) -> str:
+    """The digest of what a bank holds (every pixel and width, its renderings and blur
+    levels): equal for two banks exactly when they draw the same strips. Unlike
+    ``bank_digest`` (the cache's key: what a bank is built from), it moves when a package
+    draws other glyphs from the same inputs (attnlab.runs.drawn, tests/test_lock_pins.py)."""
+    h = hashlib.sha256()
+    h.update(repr((tuple(bank.columns.shape), bank.renderings, bank.blur_levels)).encode())
+    h.update(bank.columns.contiguous().numpy())  # (R, K, C, V, Wg, H) uint8
+    h.update(bank.widths.contiguous().numpy())  # (R, K, C, V) int64
+    return h.hexdigest()[:32]
+
+
 @dataclass(frozen=True)
 class Shape:
     """What the config says its bank holds: a stored bank is used only if it holds exactly

@@ -48,7 +48,7 @@ from attnlab.report.tables import (
     summary_md,
     summary_table,
 )
-from attnlab.report.variants import assign_variants, counted, ordered_variants
+from attnlab.report.variants import assign_variants, bank_notes, counted, ordered_variants
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"
@@ -207,7 +207,7 @@ def _write(
 ) -> list[str]:
     """Write every file of the report into `out_dir`; returns the lines to say at once."""
     values = objectives(runs)
-    dup_notes = [*unread_runs(paths), *assign_variants(runs)]  # edited tables: run problems
+    dup_notes = [*unread_runs(paths), *assign_variants(runs), *bank_notes(runs)]  # edited tables: run problems
     best = best_runs(runs, values)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)

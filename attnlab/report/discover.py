@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from attnlab.config import lengths_label, seen_lengths
 from attnlab.evaluation.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
 from attnlab.report.reader_styles import UNKNOWN
+from attnlab.runs import drawn
 from attnlab.runs.resume import resume_command
 from attnlab.runs.rundir import (
     CHECKPOINTS,
@@ -67,6 +68,8 @@ class RunInfo:
     # ran jobs side by side; 0 = torch's default, in older runs). A neutral key, shown only.
     threads: int | None = None
     device: str | None = None  # metrics.json: where it trained, with the GPU it was given
+    drawn_by: str | None = None  # metrics.json: a digest of its package versions and glyph bank
+    glyph_bank: str | None = None  # metrics.json: its glyph bank's digest (attnlab.runs.drawn)
     config_text: str = field(default="", repr=False)
     overrides: list[str] = field(default_factory=list)
     eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
@@ -235,6 +238,9 @@ def _read_metrics(run: RunDir, info: RunInfo) -> None:
     best = metrics.best.get("step") if isinstance(metrics.best, dict) else None
     info.best_step = best if isinstance(best, int) else None
     info.device = None if metrics.device is None else str(metrics.device)
+    if isinstance(metrics.drawn_by, dict):  # recorded since attnlab.runs.drawn
+        info.drawn_by = drawn.short(metrics.drawn_by)
+        info.glyph_bank = metrics.drawn_by.get("glyph_bank")
     if info.reader is None and metrics.reader:
         info.reader = str(metrics.reader)
 

@@ -28,6 +28,7 @@ from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key, shades
 from attnlab.report.short_numbers import short_forms
+from attnlab.runs import drawn
 
 # The keys that do not make a variant: the seed (the seeds of a variant are counted, not
 # compared) and the keys that cannot change a result (attnlab.config.keys).
@@ -170,6 +171,17 @@ def _mark_duplicates(runs: list[RunInfo]) -> list[str]:
             f"{run.path} with the same config; it counts as one seed ({kept.path})."
         )
     return notes
+
+
+def bank_notes(runs: list[RunInfo]) -> list[str]:
+    """One line per training range whose counted runs (averaged as seeds, compared as
+    variants) were drawn from different glyph banks (attnlab.runs.drawn)."""
+    banks: dict[str, list[str | None]] = {}
+    for run in counted(runs):
+        if run.evals:
+            banks.setdefault(run.train, []).append(run.glyph_bank)
+    notes = [drawn.bank_note(found, f"trained on lengths {t}") for t, found in banks.items()]
+    return [note for note in notes if note]
 
 
 def counted(runs: Iterable[RunInfo]) -> list[RunInfo]:

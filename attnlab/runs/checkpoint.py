@@ -100,6 +100,7 @@ class Checkpoint:
     timing: dict[str, Any] = field(default_factory=dict)  # {"train_seconds", "steps"}
     data_split: dict[str, Any] | None = None  # data=folder: what the run holds out
     init_from: dict[str, Any] | None = None  # fine-tuning: the source checkpoint
+    drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
     format: int = FORMAT
 
     def to_payload(self) -> dict[str, Any]:

@@ -112,6 +112,7 @@ class TrainMetrics:
     # train.patience ended it before train.steps: {"step", "patience", "measure", "best_step",
     # "best"}; None: it trained to train.steps
     stopped_early: dict[str, Any] | None = None
+    drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
 
 
 @dataclass

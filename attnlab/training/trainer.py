@@ -29,6 +29,7 @@ from attnlab.io import remove_orphans
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
+from attnlab.runs import drawn
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_device
@@ -99,6 +100,7 @@ class Trainer:
             torch.compile(self.model.loss, dynamic=True) if cfg.train.compile else self.model.loss
         )
         self.writer = None
+        self.drawn_by = drawn.drawn_by(self.synth)  # what draws it (a resume keeps the first)
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
         if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
             from attnlab.training.finetune import init_from
@@ -164,6 +166,7 @@ class Trainer:
             timing={"train_seconds": self.train_seconds, "steps": self.trained_steps},
             data_split=self.split,
             init_from=self.started_from,
+            drawn_by=self.drawn_by,
         )
 
     def resume(self) -> bool:
@@ -182,6 +185,9 @@ class Trainer:
         self.best = Best.of(ckpt)
         self.last_val = ckpt.val
         self.started_from = ckpt.init_from
+        if moved := drawn.changes(ckpt.drawn_by, self.drawn_by):
+            log.warning("resumed with other packages than it started with: %s", "; ".join(moved))
+        self.drawn_by = ckpt.drawn_by or self.drawn_by
         self.train_seconds = float(ckpt.timing.get("train_seconds", 0.0))
         self.trained_steps = int(ckpt.timing.get("steps", 0))
         log.info("resumed from %s at step %d", last, self.step)
@@ -376,6 +382,7 @@ class Trainer:
             threads=self.threads.counts,
             device=device_label(self.device),
             stopped_early=stopped_early(self.history, t, self.step),
+            drawn_by=self.drawn_by,
         )
         self.run_dir.write_metrics(metrics)
         self.run_dir.write_history(self.history)

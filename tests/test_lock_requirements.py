@@ -1,0 +1,74 @@
+"""requirements.lock installs what pyproject.toml asks for, and this environment is the lock's.
+
+The Makefile installs the lock (``make install``, ``make demo``, ``make test``, CI's
+``.ci/run``) and ``make lock`` writes it from pyproject.toml: when the two disagree (a
+dependency added, a bound raised, one removed) these tests say which, and ``make lock`` is
+the fix. They read both files as data (tests/helpers/lock.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import metadata
+
+from helpers.lock import (
+    LOCK,
+    ROOT,
+    disagreements,
+    locked,
+    read_pyproject,
+    torch_pin,
+)
+from packaging.requirements import Requirement
+
+from attnlab.runs.drawn import PACKAGES
+
+
+def test_the_lock_installs_what_pyproject_asks_for():
+    wrong = disagreements(read_pyproject(), LOCK.read_text(encoding="utf-8"))
+    assert not wrong, "requirements.lock disagrees with pyproject.toml (run `make lock`):\n" + (
+        "\n".join(wrong)
+    )
+
+
+def test_a_pyproject_the_lock_does_not_fit_is_named():
+    """The check above can fail: a raised bound, a new dependency and a removed one are each
+    named (the lock of today read against edited copies of pyproject.toml)."""
+    text = LOCK.read_text(encoding="utf-8")
+    pins = locked(text)
+    project = read_pyproject()
+    raised = copy.deepcopy(project)
+    deps = raised["project"]["dependencies"]
+    i = next(i for i, d in enumerate(deps) if Requirement(d).name == "pandas")
+    deps[i] = f"pandas>{pins['pandas'].version}"
+    deps.append("a-package-nobody-locked>=1")
+    removed = copy.deepcopy(project)
+    removed["project"]["dependencies"] = [
+        d for d in removed["project"]["dependencies"] if Requirement(d).name != "rapidfuzz"
+    ]
+    said = disagreements(raised, text)
+    assert any(s.startswith("pandas>") and "requirements.lock has pandas==" in s for s in said)
+    assert any(s.startswith("a-package-nobody-locked>=1 is not in") for s in said)
+    gone = disagreements(removed, text)
+    assert any(s.startswith("rapidfuzz==") and "no longer" in s for s in gone)
+
+
+def test_torch_is_locked_at_the_makefiles_pin_and_dev_tools_are_locked():
+    pins = locked(LOCK.read_text(encoding="utf-8"))
+    pin = Requirement(torch_pin((ROOT / "Makefile").read_text(encoding="utf-8")))
+    assert pin.specifier.contains(pins["torch"].version), (pin, pins["torch"].version)
+    for tool in ("pytest", "ruff", "pip-tools", "pip", "setuptools"):
+        assert tool in pins, f"{tool} is not locked"
+
+
+def test_this_environment_has_the_locked_versions_of_what_draws_the_numbers():
+    """The packages that move a run's numbers (attnlab.runs.drawn) are installed at the
+    lock's versions: `make install` installed the lock (a `pip install -e .` environment
+    of one's own versions fails here, and its numbers may differ from the pinned ones)."""
+    pins = locked(LOCK.read_text(encoding="utf-8"))
+    other = {
+        name: (metadata.version(name), pins[name].version)
+        for name in PACKAGES
+        if metadata.version(name) != pins[name].version
+    }
+    assert not other, f"installed (left) is not the lock's (right); run `make install`: {other}"
