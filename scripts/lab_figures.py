@@ -152,7 +152,7 @@ def pct(x: float) -> str:
 def split_totals(res, variant: str, split: str, eval_name: str | None = None) -> tuple:
     """Seed-mean exact accuracy and CER of a variant's split total."""
     m = res.metrics
-    rows = m[(m["variant"] == variant) & (m["split"] == split) & (m["length"] == "all")]
+    rows = m[(m["variant"] == variant) & (m["split"] == split) & m["total"]]
     if eval_name is not None:
         rows = rows[rows["eval"] == eval_name]
     return rows["exact_acc"].astype(float).mean(), rows["cer"].astype(float).mean()
@@ -160,12 +160,12 @@ def split_totals(res, variant: str, split: str, eval_name: str | None = None) ->
 
 def at_length(res, variant: str, length: int) -> tuple:
     m = res.metrics
-    rows = m[(m["variant"] == variant) & (m["length"].astype(str) == str(length))]
+    rows = m[(m["variant"] == variant) & (m["length"] == length)]
     return rows["exact_acc"].astype(float).mean(), rows["cer"].astype(float).mean()
 
 
 def diff_line(diffs, split: str, key: str = "exact") -> str:
-    row = diffs[(diffs["split"] == split) & (diffs["length"].astype(str) == "all")].iloc[0]
+    row = diffs[(diffs["split"] == split) & diffs["total"]].iloc[0]
     lo, hi, d = (100 * float(row[f"{key}_diff{s}"]) for s in ("_lo", "_hi", ""))
     return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
@@ -186,7 +186,7 @@ def comparison_figures(out: Path) -> dict[str, str]:
         f"exact {diff_line(diffs, 'unseen')}, CER {diff_line(diffs, 'unseen', 'cer')}."
     )
     m = res.metrics
-    top = max(int(n) for n in m[m["split"] == "seen"]["length"] if str(n) != "all")
+    top = int(m[m["split"] == "seen"]["length"].max())
     lengths = sorted({1, top // 2, top, top + 1, top + 2, 3 * top // 2, 2 * top} - {0})
     by_len = ["| length | " + " | ".join(map(str, lengths)) + " |",
               "| --- |" + " ---: |" * len(lengths)]  # fmt: skip
@@ -200,24 +200,29 @@ def comparison_figures(out: Path) -> dict[str, str]:
 
 def explorer_figure(res) -> str:
     """At the longest seen length: how often the fixed reader fails where attention reads
-    right, and the first such strip with both readings and the fixed reader's failure mode."""
+    right, and the first such strip with both readings and the fixed reader's failure class
+    (recomputed from truth and reading: an older readings.csv's ``mode`` has older words)."""
+    from attnlab.evaluation.analysis import failure_mode
+    from attnlab.evaluation.metrics import METRIC
+
     m = res.metrics
-    top = max(int(n) for n in m[m["split"] == "seen"]["length"] if str(n) != "all")
+    top = int(m[m["split"] == "seen"]["length"].max())
     r = res.readings[res.readings["length"].astype(int) == top]
     fixed = r[r["variant"] == "fixed"].set_index("source")
     att = r[r["variant"] == "attention"].set_index("source").loc[fixed.index]
     wrong = ~fixed["correct"].astype(bool) & att["correct"].astype(bool)
     text = (
-        f"At length {top} (the longest seen) the fixed reader misread {int(wrong.sum())} of "
-        f"{len(fixed)} strips that the attention reader read right"
+        f"At length {top} (the longest seen) the fixed reader got {int(wrong.sum())} of "
+        f"{len(fixed)} strips wrong that the attention reader read right"
     )
     if not wrong.any():
         return text + "."
     first = wrong[wrong].index[0]
     f, a = fixed.loc[first], att.loc[first]
+    mode = METRIC[failure_mode(f["truth"], f["reading"])].label  # the report's words
     return (
         f"{text}. The first, `{first}`: truth `{f['truth']}`, fixed `{f['reading']}` "
-        f"({f['mode']}, confidence {float(f['confidence']):.2f}), attention `{a['reading']}` "
+        f"({mode}, confidence {float(f['confidence']):.2f}), attention `{a['reading']}` "
         f"(confidence {float(a['confidence']):.2f})."
     )
 

@@ -51,16 +51,61 @@ def test_results_are_the_report_numbers(swept):
     assert set(res.runs["status"]) == {"complete"} and set(res.runs["problems"]) == {""}
     assert set(res.runs["seed"]) == {0} and set(res.runs["threads"]) == {1}
     summary = pd.read_csv(swept["report"] / "summary.csv", dtype={"length": str})
-    mine = res.summary.assign(length=res.summary["length"].astype(str))
-    pd.testing.assert_frame_equal(mine, summary, check_dtype=False)
+    pd.testing.assert_frame_equal(as_written(res.summary), summary, check_dtype=False)
     # one row per run x evaluation x length, and the seen and unseen totals
     job = swept["attention"]
     table = pd.read_csv(job / "eval" / EVAL / "metrics_by_length.csv", dtype={"length": str})
     assert len(res.metrics) == 2 * len(table) and list(table["length"][-2:]) == ["all", "all"]
     rows = res.metrics[res.metrics["run"] == str(job)]
-    assert list(rows["length"].astype(str)) == list(table["length"])
+    assert list(as_written(rows)["length"]) == list(table["length"])
     np.testing.assert_allclose(rows["exact_acc"], table["exact_acc"])
     np.testing.assert_allclose(rows["cer"], table["cer"])
+
+
+def as_written(frame: pd.DataFrame) -> pd.DataFrame:
+    """An API frame as its CSV file holds it: ``length`` text, "all" on the split totals."""
+    assert str(frame["length"].dtype) == "Int64" and frame["total"].dtype == bool
+    assert frame.loc[frame["total"], "length"].isna().all()
+    assert frame.loc[~frame["total"], "length"].notna().all()
+    length = frame["length"].astype(str).where(~frame["total"], "all")
+    return frame.assign(length=length).drop(columns="total")
+
+
+def test_frames_hold_fractions_and_integer_lengths_the_tables_print_points(swept):
+    """The units the docstrings and the README state: rates are fractions in [0, 1] where
+    summary.md prints percent and comparisons points (x 100); ``length`` is an integer column
+    with the totals marked by ``total`` and ``split``, as the lab figures script reads it."""
+    res = attnlab.results(swept["sweep"])
+    for frame in (res.metrics, res.summary):
+        assert frame["exact_acc"].between(0, 1).all() and frame["cer"].ge(0).all()
+        assert set(frame.loc[frame["total"], "split"]) == {"seen", "unseen"}
+        assert all(isinstance(n, int) for n in frame["length"].dropna().tolist())
+    total = res.summary[(res.summary["variant"] == "fixed") & res.summary["total"]]
+    seen = total[total["split"] == "seen"].iloc[0]
+    md = (swept["report"] / "summary.md").read_text(encoding="utf-8")
+    assert f"{100 * seen['exact_acc']:.1f}" in md  # summary.md: percent of the same number
+    diffs = attnlab.compare(res, "attention", "fixed")
+    row = diffs[diffs["total"] & (diffs["split"] == "seen")].iloc[0]
+    page = (swept["report"] / "index.html").read_text(encoding="utf-8")
+    assert f"{100 * row['exact_diff']:+.1f}" in page  # the page: percentage points
+    lab = lab_figures()  # the README's figures read the frames through these
+    exact, cer = lab.split_totals(res, "fixed", "seen")
+    assert (exact, cer) == (seen["exact_acc"], seen["cer"])
+    top = int(res.summary.loc[res.summary["split"] == "seen", "length"].max())
+    at = res.metrics[(res.metrics["variant"] == "fixed") & (res.metrics["length"] == top)]
+    assert lab.at_length(res, "fixed", top) == (at["exact_acc"].mean(), at["cer"].mean())
+    assert lab.diff_line(diffs, "seen").startswith(f"{100 * row['exact_diff']:+.1f} [")
+    assert f"At length {top} (the longest seen)" in lab.explorer_figure(res)
+
+
+def lab_figures():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "lab_figures.py"
+    spec = importlib.util.spec_from_file_location("lab_figures_api", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_compare_is_comparisons_csv(swept):
@@ -68,8 +113,7 @@ def test_compare_is_comparisons_csv(swept):
     written = pd.read_csv(swept["report"] / "comparisons.csv", dtype={"length": str})
     lengths = pd.read_csv(swept["fixed"] / "eval" / EVAL / "metrics_by_length.csv")
     assert len(rows) == len(written) == len(lengths)
-    mine = rows.assign(length=rows["length"].astype(str))
-    pd.testing.assert_frame_equal(mine, written, check_dtype=False)
+    pd.testing.assert_frame_equal(as_written(rows), written, check_dtype=False)
     with pytest.raises(attnlab.UserError, match=r"^compare\(res, a, b\): .nope.: no such variant"):
         attnlab.compare(attnlab.results(swept["sweep"]), "nope", "fixed")
 

@@ -7,6 +7,9 @@ import pandas as pd
 import pytest
 
 from attnlab.evaluation.analysis import (
+    FAILURE_LEGEND,
+    FAILURE_MODES,
+    OLD_FAILURE_MODES,
     attention_pace,
     calibration_bins,
     expected_calibration_error,
@@ -20,17 +23,49 @@ from attnlab.evaluation.metrics import per_length_table
     "truth, reading, mode",
     [
         ("12345", "12345", "correct"),
-        ("12345", "123", "stopped_early"),
-        ("12345", "", "stopped_early"),
-        ("1234567890", "12367890", "skipped_ahead"),  # 4 and 5 left out
-        ("12345", "2345", "skipped_ahead"),  # the first glyph left out
+        # skipped a digit: one left out, not the last, everything else right
+        ("12345", "1235", "skipped_digit"),
+        ("12345", "2345", "skipped_digit"),  # the first glyph left out
+        # stopped short: fewer digits otherwise, whatever else is wrong
+        ("12345", "123", "stopped_short"),
+        ("12345", "", "stopped_short"),
+        ("12345", "1234", "stopped_short"),  # only the last digit missing: it stopped
+        ("1234567890", "12367890", "stopped_short"),  # two left out inside
+        ("27483733", "2743833", "stopped_short"),  # one left out, and one misread
+        ("1234567890", "9", "stopped_short"),
+        # ran long: more digits, whatever else is wrong
+        ("12345", "123456", "ran_long"),
+        ("12345", "1293456", "ran_long"),  # a digit added inside, and one misread
+        ("12345", "1234566666", "ran_long"),
+        # misread: the right number of digits, substitutions only
         ("12345", "12945", "misread"),
-        ("12345", "123456", "other_error"),  # an extra digit
-        ("12345", "9", "other_error"),  # shorter, and neither prefix nor suffix
+        ("12345", "99999", "misread"),
+        ("12345", "21345", "misread"),  # two swapped: two substitutions, no cheaper shift
+        # other: the right number of digits, shifted along the truth
+        ("12345", "23451", "other"),  # 1 left out, 1 added: 2 edits against 5 substitutions
+        ("12345", "13452", "other"),
     ],
 )
 def test_failure_modes(truth, reading, mode):
     assert failure_mode(truth, reading) == mode
+
+
+def test_misread_and_other_do_not_depend_on_which_cheapest_script_editops_returns():
+    """Same length: "misread" when substituting in place is a cheapest script, even where
+    rapidfuzz returns a cheapest script with a deletion and an insertion instead."""
+    from rapidfuzz.distance import Hamming, Levenshtein
+
+    for truth, reading in [("1212", "2121"), ("12345", "21345"), ("1112", "1121")]:
+        lev, ham = Levenshtein.distance(truth, reading), Hamming.distance(truth, reading)
+        assert failure_mode(truth, reading) == ("misread" if lev == ham else "other")
+    assert Levenshtein.distance("1212", "2121") == 2 == Hamming.distance("1212", "2121") - 2
+    assert failure_mode("1212", "2121") == "other"
+
+
+def test_every_class_is_one_of_the_modes_and_each_has_legend_words():
+    assert set(FAILURE_LEGEND) == set(FAILURE_MODES)
+    assert len(FAILURE_MODES) == 5 and FAILURE_MODES[-1] == "other"
+    assert not set(OLD_FAILURE_MODES) - {"misread"} & set(FAILURE_MODES)
 
 
 def test_ece_equals_a_hand_computation():
@@ -78,7 +113,8 @@ def test_the_table_counts_failure_modes_ece_and_oracle_per_length():
     )
     row = per_length_table(records, seen=[3], n_boot=10, ece_bins=2).iloc[0]
     assert row["exact_acc"] == 0.25 and row["exact_oracle"] == 0.25
-    assert (row["stopped_early"], row["skipped_ahead"], row["misread"]) == (0.25, 0.25, 0.25)
-    assert row["other_error"] == 0.0
+    # "12" stopped short, "13" skipped a digit, "129" misread
+    assert (row["stopped_short"], row["skipped_digit"], row["misread"]) == (0.25, 0.25, 0.25)
+    assert (row["ran_long"], row["other"]) == (0.0, 0.0)
     by_hand = 0.5 * abs(0 - 0.45) + 0.5 * abs(0.5 - 0.85)
     assert row["ece"] == pytest.approx(by_hand)

@@ -181,8 +181,15 @@ def test_strings_from_files_reach_the_page_as_text(explored, tmp_path):
 def test_a_report_without_explore_files_says_so(explored, tmp_path):
     run = Path(shutil.copytree(explored["fixed"], tmp_path / "runs" / "f"))
     RunDir(run).eval_dir(EVAL).explore.unlink()
-    page = build_report([tmp_path / "runs"], tmp_path / "report").read_text()
+    said = []
+    page = build_report([tmp_path / "runs"], tmp_path / "report", say=said.append).read_text()
     assert "No explorer data" in page and 'id="explorer-data"' not in page
+    assert [line for line in said if "left out" in line] == [
+        'report: section "Explorer" left out: no evaluation that counts has an explore.json '
+        "(attnlab eval writes one with eval.explore_n > 0)"
+    ]
+    assert "Section “Explorer” left out" in page
+    assert 'id="omitted"' not in explored["report"].read_text()  # every section drawn
 
 
 # --- the page in a real browser -------------------------------------------------------------
@@ -305,4 +312,79 @@ def test_explorer_in_chromium(browser, explored):
 
     assert errors == []
     assert requests == [index.resolve().as_uri()]  # the page itself, nothing else
+    page.close()
+
+
+def _wrong_right(strips: list[dict], a: int, b: int) -> list[int]:
+    """Indices of the strips view ``a`` reads wrong and view ``b`` reads right."""
+    return [
+        i
+        for i, s in enumerate(strips)
+        if s["reads"][a] is not None
+        and s["reads"][b] is not None
+        and s["reads"][a]["reading"] != s["truth"]
+        and s["reads"][b]["reading"] == s["truth"]
+    ]
+
+
+def test_explorer_a_wrong_b_right_filter_and_a_new_list_selects_its_first(browser, explored):
+    """ "A wrong, B right" for every ordered pair of views (named by their labels, whatever
+    the readers), to the counts the data gives; changing the filter or the order selects the
+    first strip of the new list; the confidence orders say which end comes first."""
+    index = explored["report"]
+    ev = embedded(index)["trains"][0]["evals"][0]
+    labels = [v["label"] for v in ev["views"]]
+    pairs = [(a, b) for a in range(len(labels)) for b in range(len(labels)) if a != b]
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(index.resolve().as_uri(), wait_until="load")
+
+    def listed() -> list[int]:
+        opts = page.locator("#ex-strips option")
+        return [int(opts.nth(i).get_attribute("value")) for i in range(opts.count())]
+
+    def selected() -> int:
+        return int(page.locator("#ex-strips").input_value())
+
+    orders = page.locator("#ex-sort option").all_inner_texts()
+    assert any("lowest first" in o for o in orders) and any("highest first" in o for o in orders)
+    filters = page.locator("#ex-filter option").all_inner_texts()
+    for a, b in pairs:  # views in registry order: "fixed wrong, attention right" first
+        assert f"{labels[a]} wrong, {labels[b]} right" in filters
+    assert filters.index(f"{labels[0]} wrong, {labels[1]} right") < filters.index(
+        f"{labels[1]} wrong, {labels[0]} right"
+    )
+    found = None
+    for li, entry in enumerate(ev["lengths"]):
+        page.select_option("#ex-length", index=li)
+        for a, b in pairs:
+            page.select_option("#ex-filter", label=f"{labels[a]} wrong, {labels[b]} right")
+            want = _wrong_right(entry["strips"], a, b)
+            assert listed() == want, (entry["length"], labels[a], labels[b])
+            if want:
+                assert selected() == want[0]  # the new list's first strip
+                found = found or (li, a, b)
+    assert found, "no strip one reader reads and the other fails: the filter was never shown"
+
+    # a strip chosen further down, then a new filter or order: the new list's first strip
+    li = found[0]
+    page.select_option("#ex-length", index=li)
+    strips = ev["lengths"][li]["strips"]
+    for how, order in (("any-wrong", "index"), ("all", "conf-asc"), ("all", "conf-desc")):
+        page.select_option("#ex-filter", value="all")
+        page.select_option("#ex-sort", value="index")
+        page.select_option("#ex-strips", value=str(len(strips) - 1))
+        assert selected() == len(strips) - 1
+        page.select_option("#ex-filter", value=how)
+        page.select_option("#ex-sort", value=order)
+        shown = listed()
+        assert shown and selected() == shown[0], (how, order)
+        title = page.locator("#ex-strip-title").inner_text()
+        assert title.startswith(f"Strip #{strips[shown[0]]['index']} ")
+    focus = int(page.locator("#ex-focus").input_value())
+    conf = [s["reads"][focus]["confidence"] for s in strips]
+    page.select_option("#ex-sort", value="conf-asc")
+    assert conf[selected()] == min(conf)  # "lowest first": the least confident first
+    assert errors == []
     page.close()

@@ -284,3 +284,34 @@ def test_runs_made_before_the_new_keys_count_as_their_default():
     check_same_config(saved, now, Path("x"))  # no refusal
     with pytest.raises(UserError, match=r"train.freeze=\[\]; this command: train.freeze="):
         check_same_config(saved, {**now, "train": {"steps": 10, "freeze": ["encoder"]}}, Path("x"))
+
+
+def test_a_limit_sweep_without_init_from_says_why_it_has_no_data_needs_section(
+    curve, attnlab_run, tmp_path
+):
+    """The curve's scratch jobs alone (data.limit=20,60, init_from=null): a real data.limit
+    sweep with nothing started from a trained reader. The report draws no "How many
+    strips" section and no data_needs.csv, and says why on the command line, on the page and
+    in summary.md; the full curve's report (which has the section) says nothing of it."""
+    import shutil
+
+    report, jobs, _ = curve
+    for (limit, started), job in jobs.items():
+        if not started:
+            shutil.copytree(
+                job, tmp_path / "runs" / str(limit), ignore=shutil.ignore_patterns(".lock")
+            )
+    res = attnlab_run("report", tmp_path / "runs", "--out", tmp_path / "report", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    why = "data.limit is swept (2 value(s)) but no run started from a trained reader"
+    lines = [line for line in res.stdout.splitlines() if "left out" in line]
+    assert lines == [f'report: section "How many strips" left out: {why}' + lines[0].split(why)[1]]
+    assert "init_from=null,RUN" in lines[0]
+    assert not (tmp_path / "report" / "data_needs.csv").exists()
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Section “How many strips” left out: " + why in page
+    assert 'id="data-needs"' not in page
+    md = (tmp_path / "report" / "summary.md").read_text()
+    assert f"## Sections left out\n\n- How many strips: {why}" in md
+    for text in ((report / "index.html").read_text(), (report / "summary.md").read_text()):
+        assert "How many strips” left out" not in text and "- How many strips:" not in text

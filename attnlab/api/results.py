@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab.errors import UserError
+from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.compare import CompareRefused, readings
 from attnlab.report.discover import (
@@ -32,9 +33,14 @@ class Results:
     """Runs under some paths, as ``attnlab report`` groups them.
 
     ``runs``: one row per run directory (problems joined by "; "). ``metrics``: one row per
-    run x evaluation x length (and the split totals, length "all"), the runs the report
+    run x evaluation x length, and each split's total (``total`` True), the runs the report
     counts. ``summary``: the seed aggregate, the rows of summary.csv. ``readings``: one row
-    per run x evaluation x strip, text columns as str."""
+    per run x evaluation x strip, text columns as str.
+
+    Units: rates (``exact_acc``, ``cer``, their intervals, the failure shares) are fractions
+    in [0, 1] (0.214), where the report's tables print percent and percentage points (21.4,
+    +21.4). ``length`` is an integer column (pandas ``Int64``): a split's total row has
+    ``total`` True and ``length`` <NA> (the files' ``all``), ``split`` says which split."""
 
     paths: list[Path]
     runs: pd.DataFrame
@@ -112,16 +118,19 @@ def results(*paths: Path | str) -> Results:
     notes = [*unread_runs(roots), *edited_notes(infos), *assign_variants(infos)]
     summary = aggregate(infos)
     groups = train_groups(infos, summary)
-    metrics = long_frame(infos, None)
+    metrics = integer_lengths(long_frame(infos, None))
     return Results(
-        roots, _run_rows(infos), metrics, summary, _reading_rows(groups, notes), notes, infos,
-        groups,
+        roots, _run_rows(infos), metrics, integer_lengths(summary), _reading_rows(groups, notes),
+        notes, infos, groups,
     )  # fmt: skip
 
 
 def compare(res: Results, a: str, b: str) -> pd.DataFrame:
     """Variant ``a`` minus variant ``b`` (labels as in ``res.runs.variant``, or a reader's
-    name): the rows ``attnlab report --compare A B`` writes to comparisons.csv."""
+    name): the rows ``attnlab report --compare A B`` writes to comparisons.csv.
+
+    Differences are fractions (``exact_diff`` 0.214 is the report's +21.4 points); ``length``
+    and ``total`` as in ``Results`` (a split's total: ``total`` True, ``length`` <NA>)."""
     from attnlab.report.build import comparisons
 
     if not isinstance(res, Results):
@@ -137,7 +146,7 @@ def compare(res: Results, a: str, b: str) -> pd.DataFrame:
         rows, _ = comparisons(res.groups, (a, b))
     except ReportError as err:
         raise UserError(api_words(str(err))) from err
-    return rows
+    return integer_lengths(rows)
 
 
 def api_words(message: str) -> str:
@@ -148,3 +157,17 @@ def api_words(message: str) -> str:
         return message
     rest = message.removeprefix("--compare").removeprefix(":").lstrip()
     return f"compare(res, a, b): {rest}"
+
+
+
+
+def integer_lengths(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``length`` as integers (``Int64``) and, right after it, ``total``: True
+    on a split's total row (``length`` "all" in the files), whose ``length`` is <NA>."""
+    if "length" not in frame.columns:
+        return frame
+    total = frame["length"].astype(str) == TOTAL
+    lengths = [pd.NA if t else int(n) for n, t in zip(frame["length"], total, strict=True)]
+    out = frame.assign(length=pd.array(lengths, dtype="Int64"))
+    out.insert(out.columns.get_loc("length") + 1, "total", total.to_numpy(dtype=bool))
+    return out

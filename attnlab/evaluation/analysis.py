@@ -1,5 +1,6 @@
 """Per-strip analyses behind the evaluation's diagnostics: how a reading failed, how well its
-confidence is calibrated, and where the attention went at each step. Pure numpy.
+confidence is calibrated, and where the attention went at each step. Pure numpy and
+rapidfuzz.
 """
 
 from __future__ import annotations
@@ -7,31 +8,56 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from rapidfuzz.distance import Hamming, Levenshtein
 
-FAILURE_MODES = ("stopped_early", "skipped_ahead", "misread", "other_error")
+# How a wrong reading failed, in the order the classes are tried (the first that applies).
+# The lab asks how the readers fail beyond the seen lengths, so the length decides first:
+# a reading that ends early or late says so, whatever else is wrong in it.
+FAILURE_MODES = ("skipped_digit", "stopped_short", "ran_long", "misread", "other")
+# The class names of evaluations written before these classes (metrics_by_length.csv columns
+# and readings.csv's `mode`): their shares are recomputed from readings.csv (report.failures).
+OLD_FAILURE_MODES = ("stopped_early", "skipped_ahead", "misread", "other_error")
+FAILURE_LEGEND = {
+    "skipped_digit": "one digit left out, not the last, everything else right",
+    "stopped_short": "fewer digits than the truth otherwise (the reading ended before the "
+    "strip's digits did; digits it read may be wrong too)",
+    "ran_long": "more digits than the truth (digits it read may be wrong too)",
+    "misread": "the right number of digits, some wrong, each in its place (substitutions only)",
+    "other": "the right number of digits, but shifted: a digit left out and another added is "
+    "cheaper than substituting in place",
+}
 
 
 def failure_mode(truth: str, reading: str) -> str:
-    """How a reading differs from the truth: "correct", or one of FAILURE_MODES.
+    """How a reading differs from the truth: "correct", or the first of FAILURE_MODES that
+    applies (FAILURE_LEGEND says each in words).
 
-    - stopped_early: the reading is a proper prefix of the truth (it stopped too soon);
-    - skipped_ahead: shorter, and a prefix plus a suffix of the truth (middle glyphs left out);
-    - misread: the right number of digits, some wrong;
-    - other_error: anything else (extra digits, or wrong digits and a wrong length).
+    From the edit operations turning the truth into the reading (rapidfuzz's Levenshtein:
+    substitutions, insertions, deletions), with n = len(truth), k = len(reading):
+
+    - skipped_digit: one deletion and nothing else (distance 1, k = n - 1), of a digit other
+      than the last: the reading is not the truth without its last digit;
+    - stopped_short: k < n otherwise: at least n - k deletions whatever else;
+      the truth without its last digit is here (the reading stopped one digit short);
+    - ran_long: k > n: at least k - n insertions whatever else;
+    - misread: k = n and the Levenshtein distance equals the Hamming distance: a cheapest
+      script is substitutions only (this holds whichever cheapest script
+      ``Levenshtein.editops`` would return);
+    - other: k = n, and a script with a deletion and an insertion (a shift) is cheaper than
+      substituting in place. Rare: a same-length reading that is shifted along the truth.
     """
     if reading == truth:
         return "correct"
-    if len(reading) < len(truth):
-        if truth.startswith(reading):
-            return "stopped_early"
-        for cut in range(1, len(reading)):
-            if truth.startswith(reading[:cut]) and truth.endswith(reading[cut:]):
-                return "skipped_ahead"
-        if reading and truth.endswith(reading):
-            return "skipped_ahead"  # the first glyphs left out
-    if len(reading) == len(truth):
+    n, k = len(truth), len(reading)
+    if k == n - 1 and reading != truth[:k] and Levenshtein.distance(truth, reading) == 1:
+        return "skipped_digit"
+    if k < n:
+        return "stopped_short"
+    if k > n:
+        return "ran_long"
+    if Levenshtein.distance(truth, reading) == Hamming.distance(truth, reading):
         return "misread"
-    return "other_error"
+    return "other"
 
 
 def calibration_bins(

@@ -72,10 +72,11 @@ METRICS: tuple[Metric, ...] = (
     # eval.oracle_length=true: the same strips read with EOS at exactly the true length.
     Metric("exact_oracle", "exact, oracle length", "%", 1, plot=True),
     # How the failures failed, as shares of all strips (analysis.failure_mode).
-    Metric("stopped_early", "stopped early", "%", 1, lower_is_better=True),
-    Metric("skipped_ahead", "skipped ahead", "%", 1, lower_is_better=True),
+    Metric("skipped_digit", "skipped a digit", "%", 1, lower_is_better=True),
+    Metric("stopped_short", "stopped short", "%", 1, lower_is_better=True),
+    Metric("ran_long", "ran long", "%", 1, lower_is_better=True),
     Metric("misread", "misread", "%", 1, lower_is_better=True),
-    Metric("other_error", "other errors", "%", 1, lower_is_better=True),
+    Metric("other", "other", "%", 1, lower_is_better=True),
     Metric("ece", "ECE", "", 3, plot=True, lower_is_better=True),
 )
 METRIC = {m.name: m for m in METRICS}

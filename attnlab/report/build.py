@@ -17,6 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
+from attnlab.report import calibration as calibration_section
+from attnlab.report import datacurve
+from attnlab.report import explorer as explorer_section
+from attnlab.report import swept as swept_section
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.calibration import calibration
 from attnlab.report.choose import parse_choice, resolve
@@ -38,6 +42,7 @@ from attnlab.report.gallery import gallery
 from attnlab.report.hparams import TENSORBOARD, write_hparams
 from attnlab.report.html import Section, render_index
 from attnlab.report.objectives import best_runs, objectives
+from attnlab.report.omitted import Omitted, omitted_markdown
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
@@ -250,6 +255,8 @@ def _write(
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
+    ex = explorer(runs)
+    omitted = left_out(groups, agg, runs, sections, bool(curve or needs_notes), ex)
     write_text(
         out_dir / SUMMARY_MD,
         summary_md(
@@ -258,7 +265,7 @@ def _write(
             tables,
             dup_notes,
             said,
-            probe_lines + curve_md + objectives_markdown(best),
+            probe_lines + curve_md + objectives_markdown(best) + omitted_markdown(omitted),
             compared,
             compare_notes,
             METHOD,
@@ -266,8 +273,8 @@ def _write(
     )
     page = render_index(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
-        explorer=explorer(runs), data_needs=curve, data_needs_notes=needs_notes,
-        data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best,
+        explorer=ex, data_needs=curve, data_needs_notes=needs_notes,
+        data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best, omitted=omitted,
     )  # fmt: skip
     write_text(out_dir / INDEX, page)
     unpaired = []
@@ -277,4 +284,21 @@ def _write(
             f"no paired differences: {compare_notes[0]}"
             + (f" ({more} more reason(s) in summary.md)" if more else "")
         )
-    return [*unread_runs(paths), *edited_notes(runs), *unpaired, *(b.line() for b in best)]
+    return [
+        *unread_runs(paths), *edited_notes(runs), *unpaired, *(o.line() for o in omitted),
+        *(b.line() for b in best),
+    ]
+
+
+def left_out(groups, agg, runs, sections, needs_drawn: bool, ex) -> list[Omitted]:
+    """The optional sections the runs look like they want but that cannot be drawn, each
+    with its own module's reason (report.omitted)."""
+    whys = swept_section.left_out(agg, counted(runs))
+    out = [Omitted(swept_section.SECTION, why) for why in whys]
+    calibrated = any(s.calibration for s in sections)
+    more = [
+        (datacurve.SECTION, datacurve.left_out(groups, needs_drawn)),
+        (calibration_section.SECTION, calibration_section.left_out(groups, calibrated)),
+        (explorer_section.SECTION, explorer_section.left_out(ex, runs)),
+    ]
+    return out + [Omitted(section, why) for section, why in more if why]

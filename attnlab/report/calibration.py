@@ -58,3 +58,14 @@ def _rows(frames: list[pd.DataFrame]) -> list[dict[str, str]]:
         }
         for t, r in mean.iterrows()
     ]
+
+
+SECTION = "Calibration"
+
+
+def left_out(groups: list[TrainGroup], drawn: bool) -> str | None:
+    """Why there is no calibration section though runs were evaluated: none of their
+    evaluations has a readable thresholds.csv (an evaluation written by an older attnlab)."""
+    if drawn or not any(r.evals for g in groups for r in g.runs):
+        return None
+    return "no evaluation has a readable thresholds.csv: run attnlab eval on the runs again"

@@ -130,3 +130,29 @@ def _cells(r: pd.Series, pct) -> list[str]:
     """Scratch's and A's exact accuracy, then A - scratch with its interval."""
     diff = points_text(r["exact_diff"], r["exact_diff_lo"], r["exact_diff_hi"], pct)
     return [pct.fmt(r["exact_b"]), pct.fmt(r["exact_a"]), diff]
+
+
+SECTION = "How many strips"  # the page's heading begins so (templates/compare.html.j2)
+
+
+def left_out(groups: list[TrainGroup], drawn: bool) -> str | None:
+    """Why the data-needs section is not drawn (``drawn``: it has a table or a note) though
+    ``data.limit`` is swept; None when it is drawn or not wanted. The section pairs runs
+    started from a trained reader (``init_from``) with scratch runs (``init_from=null``) at
+    each N, so a ``data.limit`` sweep needs both."""
+    runs = [r for g in groups for r in g.runs if r.evals]
+    limits = {r.swept.get(LIMIT, "null") for r in runs} - {"null"}
+    if drawn or not limits:
+        return None
+    started = [r for r in runs if r.swept.get(SOURCE, SCRATCH) != SCRATCH]
+    if not started:
+        return (
+            f"{LIMIT} is swept ({len(limits)} value(s)) but no run started from a trained "
+            f"reader, so there is nothing to set against scratch at each N: sweep "
+            f'{SOURCE}=null,RUN with it (README, "How many strips do I need?")'
+        )
+    return (
+        f"{LIMIT} is swept and {len(started)} run(s) started from a trained reader, but no "
+        f"scratch run ({SOURCE}=null) was evaluated with them to pair them with: sweep "
+        f"{SOURCE}=null too"
+    )

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 
 from attnlab.config import lengths_label, seen_lengths
 from attnlab.evaluation.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
+from attnlab.report.failures import recompute_failure_shares
 from attnlab.report.reader_styles import UNKNOWN
 from attnlab.runs import drawn
 from attnlab.runs.resume import resume_command
@@ -316,6 +317,7 @@ def _read_eval(ev: EvalDir, info: RunInfo) -> tuple[pd.DataFrame, EvalMeta] | st
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         return f"{csv_name} lacks {', '.join(missing)}"
+    recompute_failure_shares(table, ev.readings)  # written before the current classes
     for column in TABLE_COLUMNS:  # metrics added since it was written: not measured, NaN
         if column not in table.columns:
             table[column] = float("nan")

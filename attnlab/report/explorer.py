@@ -173,3 +173,16 @@ def explorer(runs: list[RunInfo]) -> Explorer:
     data, notes = explorer_data(runs)
     text = None if data is None else script_json(data)
     return Explorer(text, _asset("explorer.js"), _asset("explorer.css"), tuple(notes))
+
+
+SECTION = "Explorer"
+
+
+def left_out(ex: Explorer, runs: list[RunInfo]) -> str | None:
+    """Why there is no explorer though runs were evaluated (the page says it too)."""
+    if ex.data is not None or not any(r.evals for r in runs):
+        return None
+    return (
+        "no evaluation that counts has an explore.json (attnlab eval writes one with "
+        "eval.explore_n > 0)"
+    )

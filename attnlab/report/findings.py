@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from attnlab.evaluation.analysis import FAILURE_MODES
+from attnlab.evaluation.analysis import FAILURE_LEGEND, FAILURE_MODES
 from attnlab.evaluation.metrics import METRIC, TOTAL
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.variants import ordered_variants
@@ -24,33 +24,43 @@ def _pct(x: float) -> str:
 
 def findings(group: TrainGroup) -> list[str]:
     """One line per (evaluation, variant): its failures beyond the seen range and its
-    calibration, from the seed-mean totals of the summary."""
-    lines = []
+    calibration, from the seed-mean totals of the summary; then, when a line names failure
+    classes, the legend of those classes (``failure_legend``)."""
+    lines, classed = [], False
     for name in group.evals:
         rows = group.agg[group.agg["eval"] == name]
         for variant in ordered_variants(rows["variant"]):
             mine = rows[rows["variant"] == variant]
-            parts = [_unseen(mine), _oracle(mine), _calibration(mine)]
+            unseen = _unseen(mine)
+            classed |= unseen.startswith(FAILED)
+            parts = [unseen, _oracle(mine), _calibration(mine)]
             text = "; ".join(p for p in parts if p)
             if text:
                 lines.append(f"{variant} ({name}): {text}.")
-    return lines
+    return [*lines, failure_legend()] if classed else lines
+
+
+FAILED = "beyond the seen lengths"
+
+
+def failure_legend() -> str:
+    """The failure classes in words, in the order they are tried (analysis.failure_mode)."""
+    said = "; ".join(f"{METRIC[m].label}: {FAILURE_LEGEND[m]}" for m in FAILURE_MODES)
+    return f"Failure classes (each failed strip in the first that applies): {said}."
 
 
 def _unseen(rows: pd.DataFrame) -> str:
+    """How the unseen strips failed, each class's share of all unseen strips, largest first:
+    the lab's question "how do they fail beyond the seen lengths?" in the classes' words."""
     row = _total(rows, "unseen")
     if row is None or any(pd.isna(row.get(m)) for m in FAILURE_MODES):
         return ""
     failed = 1.0 - float(row["exact_acc"])
     if failed <= 0:
-        return "beyond the seen lengths it reads every strip"
-    shares = {m: float(row[m]) for m in FAILURE_MODES}
-    top = max(shares, key=shares.get)
-    rest = ", ".join(f"{METRIC[m].label} {_pct(shares[m])}%" for m in FAILURE_MODES if m != top)
-    return (
-        f"beyond the seen lengths {_pct(failed)}% of strips fail, most by "
-        f"{METRIC[top].label} ({_pct(shares[top])}% of strips; {rest})"
-    )
+        return f"{FAILED} it reads every strip"
+    shares = sorted(((float(row[m]), m) for m in FAILURE_MODES), key=lambda x: -x[0])
+    said = ", ".join(f"{_pct(share)}% {METRIC[m].label}" for share, m in shares)
+    return f"{FAILED} {_pct(failed)}% of strips fail: {said}"
 
 
 def _oracle(rows: pd.DataFrame) -> str:

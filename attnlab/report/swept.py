@@ -121,6 +121,25 @@ def swept_plots(agg: pd.DataFrame, runs: list[RunInfo], colours: Mapping[str, st
     return plots
 
 
+SECTION = "Against a swept number"  # the page's heading (templates/compare.html.j2)
+
+
+def left_out(agg: pd.DataFrame, runs: list[RunInfo]) -> list[str]:
+    """Why a numeric key that varies gets no plot in an evaluation (``swept_plots`` skips
+    it): no line (one reader, one value of every other key) has two of its values there."""
+    pts = points(agg, runs)
+    out = []
+    for key in numeric_keys(pts):
+        for name in sorted({p.eval for p in pts}):
+            lines = lines_of([p for p in pts if p.eval == name], key)
+            if lines and not any(len(v) >= 2 for v in lines.values()):
+                out.append(
+                    f"{key} varies but in eval {name} no line has two of its values (a line "
+                    "is one reader with every other swept key the same)"
+                )
+    return out
+
+
 def _figure(key: str, name: str, lines: dict[str, list[Point]], colours) -> Plot:
     fig = draw(key, name, lines, colours)
     return Plot(file_name("swept", key, name), fig.get_suptitle(), png_bytes(fig))

@@ -89,9 +89,16 @@
       "glyph " + (g + 1) + " (" + strip.truth.charAt(g) + ")";
   }
 
+  /* The filter's value: a fixed choice, or "wrong-right:A:B" (view A wrong, view B right),
+     one for every ordered pair of views, whatever their readers. */
   function matches(strip) {
     var present = strip.reads.filter(function (r) { return r !== null; });
     var wrong = present.filter(function (r) { return !ok(r, strip.truth); }).length;
+    var pair = /^wrong-right:(\d+):(\d+)$/.exec(ui.filter.value);
+    if (pair) {
+      var a = strip.reads[Number(pair[1])], b = strip.reads[Number(pair[2])];
+      return a !== null && b !== null && !ok(a, strip.truth) && ok(b, strip.truth);
+    }
     switch (ui.filter.value) {
       case "any-wrong": return wrong > 0;
       case "all-wrong": return present.length > 0 && wrong === present.length;
@@ -127,10 +134,29 @@
     state.focus = best < 0 ? 0 : best;  // the matrix of the first reader with weights
     options(ui.focus, views.map(function (v) { return v.label; }), state.focus);
     state.focus = Number(ui.focus.value);
+    fillPairs(views);
     var start = evaluation().start;  // the longest seen length, on a disagreement if any
     state.length = start ? start.length : 0;
     state.pick = start ? start.strip : null;
     fillLengths();
+  }
+  /* The filter's "A wrong, B right" choices of this evaluation's views (in their order, so
+     the baseline reader wrong and another right comes first); the choice made is kept when
+     the new evaluation has it, else the filter goes back to "all". */
+  function fillPairs(views) {
+    var chosen = ui.filter.value;
+    Array.prototype.slice.call(ui.filter.querySelectorAll("option[data-pair]")).forEach(
+      function (o) { o.parentNode.removeChild(o); });
+    views.forEach(function (a, i) {
+      views.forEach(function (b, j) {
+        if (i === j) return;
+        var o = el("option", { value: "wrong-right:" + i + ":" + j, "data-pair": "" },
+          a.label + " wrong, " + b.label + " right");
+        ui.filter.appendChild(o);
+      });
+    });
+    ui.filter.value = chosen;
+    if (ui.filter.value !== chosen) ui.filter.value = "all";
   }
   function fillLengths() {
     var lengths = evaluation().lengths;
@@ -373,10 +399,11 @@
   ui.length.addEventListener("change", function () {
     state.length = Number(ui.length.value); fillStrips(true);
   });
-  ui.filter.addEventListener("change", function () { fillStrips(false); });
-  ui.sort.addEventListener("change", function () { fillStrips(false); });
-  ui.focus.addEventListener("change", function () {
-    state.focus = Number(ui.focus.value); fillStrips(false);
+  // a new filter or order is a new list: the selection goes to its first strip
+  ui.filter.addEventListener("change", function () { fillStrips(true); });
+  ui.sort.addEventListener("change", function () { fillStrips(true); });
+  ui.focus.addEventListener("change", function () {  // the order follows this reader
+    state.focus = Number(ui.focus.value); fillStrips(ui.sort.value !== "index");
   });
   ui.strips.addEventListener("change", function () {
     state.strip = Number(ui.strips.value); state.step = 0; render();
