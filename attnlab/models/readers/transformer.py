@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from attnlab.config import rules
-from attnlab.models import tokens
+from attnlab.models import costs, tokens
 from attnlab.models.readers.transformer_layers import Decoder, Encoder, Pos, Positions
 from attnlab.models.registry import register
 from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
@@ -151,6 +151,84 @@ class TransformerReader(StepwiseReader):
             cfg.attn_layer, cfg.attn_head,
         )  # fmt: skip
         self.cache = cfg.cache
+
+    def flop_terms(self, columns, steps):
+        """The decoder's layers by module; self-attention pairs steps with steps, the
+        cross-attention steps with columns. None with a transformer column encoder."""
+        if len(self.column_encoder.layers):
+            return None
+        d, t, s = self.columns.out_features, columns, steps
+        terms = [
+            *self.shared_terms(columns, steps),
+            costs.Term(
+                "column projection",
+                "encoder",
+                "columns",
+                "column",
+                costs.linear(t, self.columns.in_features, d),
+            ),
+        ]
+        if isinstance(self.embed_proj, nn.Linear):
+            n = costs.linear(s, self.embed_proj.in_features, d)
+            terms.append(costs.Term("embedding projection", "decoder", "embed_proj", "step", n))
+        for i, layer in enumerate(self.decoder.layers):
+            at, m = f"decoder.layers.{i}", layer.mlp
+            mlp = costs.linear(s, m[0].in_features, m[0].out_features) + costs.linear(
+                s, m[2].in_features, d
+            )
+            terms += [
+                costs.Term(
+                    f"layer {i + 1} self q, k, v",
+                    "decoder",
+                    f"{at}.self_attn.qkv",
+                    "step",
+                    costs.linear(s, d, 3 * d),
+                ),
+                costs.Term(
+                    f"layer {i + 1} self scores and sums",
+                    "decoder",
+                    f"{at}.self_attn",
+                    "pair",
+                    2 * costs.linear(s * s, d, 1),
+                ),
+                costs.Term(
+                    f"layer {i + 1} self output",
+                    "decoder",
+                    f"{at}.self_attn.proj",
+                    "step",
+                    costs.linear(s, d, d),
+                ),
+                costs.Term(
+                    f"layer {i + 1} cross query",
+                    "decoder",
+                    f"{at}.cross.query",
+                    "step",
+                    costs.linear(s, d, d),
+                ),
+                costs.Term(
+                    f"layer {i + 1} cross k, v",
+                    "decoder",
+                    f"{at}.cross.kv",
+                    "column",
+                    costs.linear(t, d, 2 * d),
+                ),
+                costs.Term(
+                    f"layer {i + 1} cross scores and sums",
+                    "decoder",
+                    f"{at}.cross",
+                    "pair",
+                    2 * costs.linear(s * t, d, 1),
+                ),
+                costs.Term(
+                    f"layer {i + 1} cross output",
+                    "decoder",
+                    f"{at}.cross.proj",
+                    "step",
+                    costs.linear(s, d, d),
+                ),
+                costs.Term(f"layer {i + 1} MLP", "decoder", f"{at}.mlp", "step", mlp),
+            ]
+        return terms
 
     def encode(self, images, widths) -> TransformerMemory:
         # BiGRU states, or the column features themselves under encoder=transformer.
