@@ -90,6 +90,7 @@ def render_index(
     data_needs_method: str = "",
     objectives: dict | None = None,  # report.objectives: run path -> its objective
     best: list | None = None,  # report.objectives.Best: the best run of each sweep
+    cost: dict[str, str] | None = None,  # report.cost: title -> HTML table
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -112,6 +113,7 @@ def render_index(
             max_maps=MAX_MAPS_SHOWN,
             generated=datetime.now().strftime("%Y-%m-%d %H:%M"),
             explorer=explorer,
+            cost=cost or {},
             data_needs=data_needs or [],
             data_needs_notes=data_needs_notes or [],
             data_needs_method=data_needs_method,
