@@ -159,3 +159,18 @@ def test_cost_command_refuses_an_unknown_reader_in_one_line(tmp_path, attnlab_ru
     assert "cost.readers" in res.stderr and "nope" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "cost").exists()
+
+
+def test_matched_width_is_the_closest_parameter_match():
+    """The parameter-matched control: the fixed reader's model.dec_hidden that comes closest
+    to the attention reader's parameter count (no other width comes closer)."""
+    fixed, att = compose(["model=fixed"]), compose(["model=attention"])
+    target = registry.check_size(att.model, att.data.height, att.data.charset)
+    n, got = cost_count.matched_width(fixed, target)
+
+    def params(width: int) -> int:
+        wide = compose(["model=fixed", f"model.dec_hidden={width}"])
+        return registry.check_size(wide.model, wide.data.height, wide.data.charset)
+
+    assert got == params(n) and n > fixed.model.dec_hidden
+    assert abs(got - target) <= min(abs(params(n - 1) - target), abs(params(n + 1) - target))

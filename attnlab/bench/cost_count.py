@@ -240,3 +240,25 @@ def _variant_cost(key: str, length: int, n: int) -> tuple[tuple[str, float], ...
     out["params"] = float(sum(parts.values()))
     out["mflop"] = mflop
     return tuple(out.items())
+
+
+def matched_width(cfg: DictConfig, target: int, key: str = "model.dec_hidden") -> tuple[int, int]:
+    """The integer value of ``key`` (a width: more is more parameters) that brings the reader
+    of ``cfg`` closest to ``target`` parameters, and its count: the parameter-matched
+    control (e.g. the fixed-context reader widened to the attention reader's size). Counted
+    on PyTorch's meta device (shapes, no memory), by bisection."""
+    from attnlab.models import registry
+
+    def params(n: int) -> int:
+        model = cfg.model.copy()
+        OmegaConf.update(model, key.removeprefix("model."), n)
+        return registry.check_size(model, cfg.data.height, cfg.data.charset)
+
+    lo, hi = 1, 1
+    while params(hi) < target:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if params(mid) < target else (lo, mid)
+    best = min((lo, hi), key=lambda n: abs(params(n) - target))
+    return best, params(best)

@@ -6,6 +6,7 @@ any other table (attnlab.report.cost)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
@@ -76,28 +77,51 @@ def run(cfg: DictConfig, overrides: list[str]) -> Path:
     CostConfig.check(c)
     device = resolve_device(str(cfg.train.device))
     rows, foot = [], []
-    for one in configs(cfg, overrides):
+    measured = configs(cfg, overrides)
+    for one in measured:
         print(f"cost: {one.model.name} at lengths {list(c.lengths)} on {device}", flush=True)
         rows += cost.measure(one, c, device)
         if c.footprint_batch:
             length = c.footprint_length or max(seen_lengths(one.data))
             foot += cost.footprint(one, c, device, int(length))
+    notes = [matched(one, overrides, c) for one in measured] if c.match else []
     out = out_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    write(out, rows, cost.growth(rows), foot)
-    print(markdown(rows, cost.growth(rows), foot))
+    write(out, rows, cost.growth(rows), foot, notes)
+    print(markdown(rows, cost.growth(rows), foot, notes))
     print(f"cost: {out / COST_CSV} (and {COST_MD}, {GROWTH_CSV}, plots)")
     return out
 
 
-def write(out: Path, rows: list[dict], growth: list[dict], foot: list[dict]) -> None:
+def matched(cfg: DictConfig, overrides: list[str], c: Any) -> str:
+    """The parameter-matched control of ``cfg``'s reader against reader ``c.match``, as
+    the override that gives it (cost_count.matched_width)."""
+    from attnlab.bench.cost_count import matched_width
+    from attnlab.models import registry
+    from attnlab.tasks.compose import compose
+
+    if c.match not in registry.names():
+        raise UserError(f"cost.match: no reader {c.match!r}; registered: {registry.names()}")
+    rest = [o for o in overrides if not o.lstrip("+~").startswith(("model", "cost."))]
+    target = compose([f"model={c.match}", *rest], config_name="cost")
+    want = registry.check_size(target.model, target.data.height, target.data.charset)
+    n, got = matched_width(cfg, want, str(c.match_key))
+    return (
+        f"parameter-matched control: model={cfg.model.name} {c.match_key}={n} has {got:,} "
+        f"parameters, {c.match} {want:,} ({100 * (got - want) / want:+.2f}%)"
+    )
+
+
+def write(
+    out: Path, rows: list[dict], growth: list[dict], foot: list[dict], notes: list[str]
+) -> None:
     from attnlab.io import csv_text, write_text
 
     write_text(out / COST_CSV, csv_text(pd.DataFrame(rows)))
     write_text(out / GROWTH_CSV, csv_text(pd.DataFrame(growth)))
     if foot:
         write_text(out / FOOTPRINT_CSV, csv_text(pd.DataFrame(foot)))
-    write_text(out / COST_MD, markdown(rows, growth, foot) + "\n")
+    write_text(out / COST_MD, markdown(rows, growth, foot, notes) + "\n")
     plots(out, pd.DataFrame(rows))
 
 
@@ -109,7 +133,7 @@ def _fmt(frame: pd.DataFrame, digits: dict[str, int]) -> str:
     return shown.to_markdown(index=False)
 
 
-def markdown(rows: list[dict], growth: list[dict], foot: list[dict]) -> str:
+def markdown(rows: list[dict], growth: list[dict], foot: list[dict], notes: list[str]) -> str:
     """cost.md: the cost by length, the growth ratios against the chapter, the footprint."""
     frame = pd.DataFrame(rows)
     kflop = [c for c in frame if c.startswith("flops_") and not c.startswith("flops_per_")]
@@ -140,6 +164,7 @@ def markdown(rows: list[dict], growth: list[dict], foot: list[dict]) -> str:
         f["mem_peak_mib"] = pd.DataFrame(foot)["mem_peak_mib"]
         lines += ["", "## One training step: one batch, accumulated micro-batches, bf16", ""]
         lines += [_fmt(f, {"step_ms": 1, "mem_peak_mib": 1})]
+    lines += ["", *(f"- {n}" for n in notes)] if notes else []
     return "\n".join(lines)
 
 

@@ -24,6 +24,10 @@ class CostConfig:
     footprint_batch: int = 128
     footprint_length: int | None = None
     out: str | None = None  # null: RUN/cost with a run, else ./cost
+    # The parameter-matched control: the value of match_key that brings each measured reader
+    # to the parameter count of reader `match` (same overrides), printed and in cost.md.
+    match: str | None = None
+    match_key: str = "model.dec_hidden"
 
     @classmethod
     def check(cls, c: Any) -> None:
