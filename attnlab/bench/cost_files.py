@@ -161,9 +161,13 @@ def markdown(rows: list[dict], growth: list[dict], foot: list[dict], notes: list
         lines += ["", g.reset_index().to_markdown(index=False, floatfmt=".2f")]
     if foot:
         f = pd.DataFrame(foot)[["reader", "length", "setting", "batch", "micro_batch", "step_ms"]]
-        f["mem_peak_mib"] = pd.DataFrame(foot)["mem_peak_mib"]
+        full = pd.DataFrame(foot)
+        f["mem_peak_mib"] = full["mem_peak_mib"]
+        if full["mem_reserved_mib"].notna().any():
+            f["mem_reserved_mib"] = full["mem_reserved_mib"]
         lines += ["", "## One training step: one batch, accumulated micro-batches, bf16", ""]
-        lines += [_fmt(f, {"step_ms": 1, "mem_peak_mib": 1})]
+        lines += [_fmt(f, {"step_ms": 1, "mem_peak_mib": 1, "mem_reserved_mib": 1})]
+        lines += ["", f"memory: {full['mem_kind'].iloc[0]}"]
     lines += ["", *(f"- {n}" for n in notes)] if notes else []
     return "\n".join(lines)
 
@@ -204,3 +208,38 @@ def plots(out: Path, frame: pd.DataFrame) -> None:
 def read_cost(path: Path) -> pd.DataFrame | None:
     """A cost.csv as written here (None when absent), readers' names as text."""
     return pd.read_csv(path, dtype={"reader": str}) if path.is_file() else None
+
+
+def lab_table(cost_csv: Path, growth_csv: Path, lengths: tuple[int, ...] = (8, 16, 32)) -> str:
+    """The README's lab step 8 figure: per reader the parameters, MFLOP per strip at
+    ``lengths``, the pairwise share and times at the longest; then cost(2L) / cost(L) from
+    the second-longest to the longest length, FLOPs by part and times."""
+    frame = pd.read_csv(cost_csv, dtype={"reader": str})
+    growth = pd.read_csv(growth_csv, dtype={"reader": str})
+    top, half = lengths[-1], lengths[-1] // 2
+    rows, ratios = [], []
+    for reader, sub in frame.groupby("reader", sort=False):
+        at = sub.set_index("length")
+        row = [reader, f"{int(at['params'].iloc[0]):,}"]
+        row += [f"{at.loc[n, 'flops'] / 1e6:.2f}" for n in lengths]
+        row += [f"{at.loc[top, 'flops_per_pair'] / 1e6:.2f}"]
+        row += [f"{at.loc[top, c]:.2f}" for c in ("read_b1_ms", "read_b64_ms", "train_ms")]
+        rows.append(row)
+        g = growth[(growth["reader"] == reader) & (growth["length"] == half)]
+        got = dict(zip(g["quantity"], g["ratio"], strict=True))
+        qs = ("flops_encoder", "flops_decoder", "flops_per_pair", "flops")
+        qs += ("read_b1_ms", "read_b64_ms", "train_ms")
+        ratios.append([reader, *(f"×{got[q]:.2f}" if q in got else "-" for q in qs)])
+    head = ["reader", "parameters", *(f"MFLOP at {n}" for n in lengths)]
+    head += [f"pairwise MFLOP at {top}", "ms read (batch 1)", "ms read (batch 64)"]
+    head += ["ms train step"]
+    one = pd.DataFrame(rows, columns=head).to_markdown(index=False, disable_numparse=True)
+    head = ["reader", "encoder FLOPs", "decoder FLOPs", "pairwise FLOPs (chapter: ×4)"]
+    head += ["all FLOPs", "read time (batch 1)", "read time (batch 64)", "train time"]
+    two = pd.DataFrame(ratios, columns=head).to_markdown(index=False, disable_numparse=True)
+    at = frame.groupby("length")[["columns", "steps"]].mean()
+    cols, steps = at.loc[top] / at.loc[half]
+    return (
+        f"{one}\n\nFrom {half} to {top} digits (columns ×{cols:.2f}, output steps ×{steps:.2f}):"
+        f"\n\n{two}"
+    )
