@@ -12,6 +12,7 @@ from torch.nn.utils.rnn import pack_padded_sequence
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnlab.bench import cost_count
+from attnlab.bench.cost_files import lab_table
 from attnlab.models import costs, registry
 from attnlab.models.scoring import Attention, Scorer
 from attnlab.tasks.compose import compose
@@ -151,6 +152,9 @@ def test_cost_command_for_every_registered_reader(tmp_path, attnlab_run):
     text = (tmp_path / "c" / "cost.md").read_text()
     assert "cost(2L) / cost(L)" in text and "attention" in text
     assert (tmp_path / "c" / "cost_flops.png").stat().st_size > 0
+    # the README's lab step 8 table (scripts/lab_figures.py) from the same files
+    table = lab_table(tmp_path / "c" / "cost.csv", tmp_path / "c" / "growth.csv", (2, 4))
+    assert all(f"| {n} " in table for n in names) and "From 2 to 4 digits" in table
 
 
 def test_cost_command_refuses_an_unknown_reader_in_one_line(tmp_path, attnlab_run):
@@ -174,3 +178,13 @@ def test_matched_width_is_the_closest_parameter_match():
 
     assert got == params(n) and n > fixed.model.dec_hidden
     assert abs(got - target) <= min(abs(params(n - 1) - target), abs(params(n + 1) - target))
+
+
+def test_cpu_peak_is_the_resident_growth_over_the_block():
+    """The CPU memory a step's measure reports: the resident growth while the block ran."""
+    from attnlab.bench.cost_time import RssPeak
+
+    with RssPeak() as rss:
+        kept = torch.ones(16 * 2**20)  # 64 MiB of float32, written
+    assert 60 <= rss.growth_mib < 200
+    assert kept.sum() == kept.numel()

@@ -213,29 +213,29 @@ def read_cost(path: Path) -> pd.DataFrame | None:
 def lab_table(cost_csv: Path, growth_csv: Path, lengths: tuple[int, ...] = (8, 16, 32)) -> str:
     """The README's lab step 8 figure: per reader the parameters, MFLOP per strip at
     ``lengths``, the pairwise share and times at the longest; then cost(2L) / cost(L) from
-    the second-longest to the longest length, FLOPs by part and times."""
+    half the longest length to the longest, FLOPs by part and times."""
     frame = pd.read_csv(cost_csv, dtype={"reader": str})
     growth = pd.read_csv(growth_csv, dtype={"reader": str})
     top, half = lengths[-1], lengths[-1] // 2
+    times = [c for c in frame if c.startswith("read_b")] + ["train_ms"]
+    named = {c: f"read (batch {c[6:-3]})" for c in times} | {"train_ms": "train step"}
     rows, ratios = [], []
     for reader, sub in frame.groupby("reader", sort=False):
         at = sub.set_index("length")
         row = [reader, f"{int(at['params'].iloc[0]):,}"]
         row += [f"{at.loc[n, 'flops'] / 1e6:.2f}" for n in lengths]
         row += [f"{at.loc[top, 'flops_per_pair'] / 1e6:.2f}"]
-        row += [f"{at.loc[top, c]:.2f}" for c in ("read_b1_ms", "read_b64_ms", "train_ms")]
+        row += [f"{at.loc[top, c]:.2f}" for c in times]
         rows.append(row)
         g = growth[(growth["reader"] == reader) & (growth["length"] == half)]
         got = dict(zip(g["quantity"], g["ratio"], strict=True))
-        qs = ("flops_encoder", "flops_decoder", "flops_per_pair", "flops")
-        qs += ("read_b1_ms", "read_b64_ms", "train_ms")
+        qs = ["flops_encoder", "flops_decoder", "flops_per_pair", "flops", *times]
         ratios.append([reader, *(f"×{got[q]:.2f}" if q in got else "-" for q in qs)])
     head = ["reader", "parameters", *(f"MFLOP at {n}" for n in lengths)]
-    head += [f"pairwise MFLOP at {top}", "ms read (batch 1)", "ms read (batch 64)"]
-    head += ["ms train step"]
+    head += [f"pairwise MFLOP at {top}", *(f"ms {named[c]}" for c in times)]
     one = pd.DataFrame(rows, columns=head).to_markdown(index=False, disable_numparse=True)
     head = ["reader", "encoder FLOPs", "decoder FLOPs", "pairwise FLOPs (chapter: ×4)"]
-    head += ["all FLOPs", "read time (batch 1)", "read time (batch 64)", "train time"]
+    head += ["all FLOPs", *(f"{named[c]} time" for c in times)]
     two = pd.DataFrame(ratios, columns=head).to_markdown(index=False, disable_numparse=True)
     at = frame.groupby("length")[["columns", "steps"]].mean()
     cols, steps = at.loc[top] / at.loc[half]

@@ -6,11 +6,14 @@ EOS), so an untrained reader reads as many steps as a trained one would. Memory:
 the peaks of ``max_memory_allocated`` and ``max_memory_reserved`` over the step after
 ``reset_peak_memory_stats`` (two peaks, not necessarily at the same instant); on CPU the
 peak growth of the process's resident memory over the step, sampled every half millisecond
-from ``/proc/self/statm`` (``MEMORY_KIND`` says which; none where there is no /proc).
+from ``/proc/self/statm``, after glibc's ``malloc_trim`` has handed the heap freed by earlier
+steps back to the system (otherwise the step reuses it and shows no growth; ``MEMORY_KIND``
+says which; none where there is no /proc).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -24,7 +27,7 @@ from attnlab.runtime import autocast
 
 MEMORY_KIND = {
     "cuda": "CUDA max_memory_allocated / max_memory_reserved over the step",
-    "cpu": "CPU peak resident growth over the step (sampled)",
+    "cpu": "CPU peak resident growth over the step (sampled, after malloc_trim)",
 }
 STATM = Path("/proc/self/statm")
 
@@ -68,6 +71,15 @@ def read_seconds(model: Any, batch: Any, size: int, device: torch.device, repeat
     return best_seconds(lambda: model.read(*args[:2], lengths=args[2]), device, repeats) / size
 
 
+def trim_heap() -> bool:
+    """Hand the C heap's free memory back to the system (glibc's ``malloc_trim``); False
+    where there is no glibc."""
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 class RssPeak:
     """Peak resident memory of this process while the block runs, sampled by a thread."""
 
@@ -86,6 +98,7 @@ class RssPeak:
             time.sleep(self.every_s)
 
     def __enter__(self) -> RssPeak:
+        trim_heap()
         self.start = self.peak = self.rss()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
