@@ -35,6 +35,7 @@ SHOWN = {  # cost.csv columns the page and summary.md show, and their headings
 class CostView:
     variants: pd.DataFrame  # one row per variant: COLUMNS
     measured: pd.DataFrame  # the runs' cost.csv rows (run, variant and the SHOWN columns)
+    notes: list[str]  # variants whose cost could not be counted, and why
 
     def markdown(self) -> list[str]:
         """summary.md's section (none when there is nothing to show)."""
@@ -48,6 +49,7 @@ class CostView:
                 _shown(self.variants).to_markdown(index=False),
                 "",
             ]
+            lines += [f"- not counted: {n}" for n in self.notes] + ([""] if self.notes else [])
         if not self.measured.empty:
             lines += ["## Measured cost by length (attnlab cost RUN)", ""]
             lines += [_shown(self.measured).to_markdown(index=False), ""]
@@ -77,11 +79,12 @@ def _shown(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def variant_costs(runs: list[RunInfo]) -> pd.DataFrame:
-    """One row per variant (its first run's config): COLUMNS, with train and variant."""
+def variant_costs(runs: list[RunInfo]) -> tuple[pd.DataFrame, list[str]]:
+    """One row per variant (its first run's config): COLUMNS, with train and variant; and
+    a line for each variant whose config could not be built here, with why."""
     from omegaconf import OmegaConf
 
-    rows, seen = [], set()
+    rows, seen, notes = [], set(), []
     for run in runs:
         key = (run.train, run.variant)
         if not run.variant or key in seen or not run.config_text or not run.seen_lengths:
@@ -92,10 +95,11 @@ def variant_costs(runs: list[RunInfo]) -> pd.DataFrame:
             length = max(run.seen_lengths)
             cost = _variant_cost(cfg, length)
         except Exception as err:  # a config no reader here builds: said, not a crash
-            rows.append({"train": run.train, "variant": run.variant, "cost_note": str(err)})
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            notes.append(f"train {run.train}, {run.variant} ({run.path}): {why}")
             continue
         rows.append({"train": run.train, "variant": run.variant, **cost, "cost_length": length})
-    return pd.DataFrame(rows, columns=["train", "variant", *COLUMNS])
+    return pd.DataFrame(rows, columns=["train", "variant", *COLUMNS]), notes
 
 
 def _variant_cost(cfg: Any, length: int) -> dict[str, float]:
@@ -105,9 +109,9 @@ def _variant_cost(cfg: Any, length: int) -> dict[str, float]:
 
 
 def with_cost(agg: pd.DataFrame, variants: pd.DataFrame) -> pd.DataFrame:
-    """summary.csv's rows with their variant's cost columns."""
-    if agg.empty or variants.empty:
-        return agg
+    """summary.csv's rows with their variant's cost columns (empty where not counted)."""
+    if variants.empty:
+        return agg.reindex(columns=[*agg.columns, *COLUMNS])
     return agg.merge(variants, on=["train", "variant"], how="left")
 
 
@@ -125,4 +129,5 @@ def measured(runs: list[RunInfo]) -> pd.DataFrame:
 
 
 def cost_view(runs: list[RunInfo]) -> CostView:
-    return CostView(variant_costs(runs), measured(runs))
+    variants, notes = variant_costs(runs)
+    return CostView(variants, measured(runs), notes)
