@@ -218,7 +218,7 @@ def lab_table(cost_csv: Path, growth_csv: Path, lengths: tuple[int, ...] = (8, 1
     growth = pd.read_csv(growth_csv, dtype={"reader": str})
     top, half = lengths[-1], lengths[-1] // 2
     times = [c for c in frame if c.startswith("read_b")] + ["train_ms"]
-    named = {c: f"read (batch {c[6:-3]})" for c in times} | {"train_ms": "train step"}
+    named = {c: f"read, batch {c[6:-3]}" for c in times} | {"train_ms": "train step"}
     rows, ratios = [], []
     for reader, sub in frame.groupby("reader", sort=False):
         at = sub.set_index("length")
@@ -232,7 +232,7 @@ def lab_table(cost_csv: Path, growth_csv: Path, lengths: tuple[int, ...] = (8, 1
         qs = ["flops_encoder", "flops_decoder", "flops_per_pair", "flops", *times]
         ratios.append([reader, *(f"×{got[q]:.2f}" if q in got else "-" for q in qs)])
     head = ["reader", "parameters", *(f"MFLOP at {n}" for n in lengths)]
-    head += [f"pairwise MFLOP at {top}", *(f"ms {named[c]}" for c in times)]
+    head += [f"pairwise MFLOP at {top}", *(f"ms/strip at {top}: {named[c]}" for c in times)]
     one = pd.DataFrame(rows, columns=head).to_markdown(index=False, disable_numparse=True)
     head = ["reader", "encoder FLOPs", "decoder FLOPs", "pairwise FLOPs (chapter: ×4)"]
     head += ["all FLOPs", *(f"{named[c]} time" for c in times)]
