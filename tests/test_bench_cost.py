@@ -157,11 +157,23 @@ def test_cost_command_for_every_registered_reader(tmp_path, attnlab_run):
     assert all(f"| {n} " in table for n in names) and "From 2 to 4 digits" in table
 
 
-def test_cost_command_refuses_an_unknown_reader_in_one_line(tmp_path, attnlab_run):
-    res = attnlab_run("cost", "preset=tiny", "cost.readers=[nope]", cwd=tmp_path)
+@pytest.mark.parametrize(
+    "args, key",
+    [
+        (["cost.readers=[nope]"], "cost.readers"),
+        (["cost.match=nope"], "cost.match"),
+        (["cost.lengths=[0]"], "cost.lengths"),
+        (["cost.footprint_batch=6"], "cost.footprint_batch"),
+        (["run=/nowhere/run"], "/nowhere/run"),
+    ],
+)
+def test_cost_command_refuses_bad_input_in_one_line_before_measuring(
+    tmp_path, attnlab_run, args, key
+):
+    res = attnlab_run("cost", "preset=tiny", *args, cwd=tmp_path)
     assert res.returncode == 2
-    assert "cost.readers" in res.stderr and "nope" in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1
+    assert key in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert "cost:" not in res.stdout  # refused before any reader was measured
     assert not (tmp_path / "cost").exists()
 
 

@@ -71,10 +71,13 @@ def run(cfg: DictConfig, overrides: list[str]) -> Path:
     from attnlab.bench import cost
     from attnlab.config import seen_lengths
     from attnlab.config.cost import CostConfig
+    from attnlab.models import registry
     from attnlab.runtime import resolve_device
 
     c = cfg.cost
     CostConfig.check(c)
+    if c.match is not None and c.match not in registry.names():
+        raise UserError(f"cost.match: no reader {c.match!r}; registered: {registry.names()}")
     device = resolve_device(str(cfg.train.device))
     rows, foot = [], []
     measured = configs(cfg, overrides)
@@ -100,8 +103,6 @@ def matched(cfg: DictConfig, overrides: list[str], c: Any) -> str:
     from attnlab.models import registry
     from attnlab.tasks.compose import compose
 
-    if c.match not in registry.names():
-        raise UserError(f"cost.match: no reader {c.match!r}; registered: {registry.names()}")
     rest = [o for o in overrides if not o.lstrip("+~").startswith(("model", "cost."))]
     target = compose([f"model={c.match}", *rest], config_name="cost")
     want = registry.check_size(target.model, target.data.height, target.data.charset)
