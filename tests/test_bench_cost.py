@@ -117,6 +117,10 @@ def test_variant_cost_is_the_configs_parameters_and_mflop():
     assert b["params_encoder"] == a["params_encoder"] and b["params_decoder"] > a["params_decoder"]
     assert b["mflop"] > a["mflop"] > 0
     assert cost_count.variant_cost(cfg, 8, n=1)["mflop"] > a["mflop"]
+    # from the closed form, which is the counter's count
+    model = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
+    (c,) = cost_count.count_strips(model, cost_count.strips(cfg, 4, 1))
+    assert close(a["mflop"], c["total"] / 1e6)
 
 
 @pytest.mark.slow  # every reader built, counted and timed at two lengths: ~15 s of CPU
