@@ -47,17 +47,11 @@ class AttentionReader(StepwiseReader):
         self.cell = torch.nn.GRUCell(cfg.embed + self.encoder.state_size, cfg.dec_hidden)
 
     def flop_terms(self, columns, steps):
-        c = self.cell
+        cell = costs.gru_cell(steps, self.cell.input_size, self.cell.hidden_size)
         return [
             *self.shared_terms(columns, steps),
             *self.attention.flop_terms(columns, steps, "decoder", "attention"),
-            costs.Term(
-                "GRU cell",
-                "decoder",
-                "cell",
-                "step",
-                costs.gru_cell(steps, c.input_size, c.hidden_size),
-            ),
+            costs.Term("GRU cell", "decoder", "cell", "step", cell),
         ]
 
     def encode(self, images, widths) -> AttentionMemory:

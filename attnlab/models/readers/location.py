@@ -79,40 +79,19 @@ class LocationReader(StepwiseReader):
         self.cell = nn.GRUCell(cfg.embed + state, cfg.dec_hidden)
 
     def flop_terms(self, columns, steps):
-        pairs, c, conv = columns * steps, self.cell, self.loc_conv
-        attn = [t for t in self.attention.flop_terms(columns, steps, "decoder", "attention")]
-        k = conv.kernel_size[0]
+        pairs, c, conv, lin = columns * steps, self.cell, self.loc_conv, costs.linear
+        attn = self.attention.flop_terms(columns, steps, "decoder", "attention")
+        loc = costs.conv1d(pairs, conv.in_channels, conv.out_channels, conv.kernel_size[0])
+        proj = lin(pairs, self.loc_proj.in_features, self.loc_proj.out_features)
+        cell = costs.gru_cell(steps, c.input_size, c.hidden_size)
+        sums = lin(pairs, self.encoder.state_size, 1)  # here in the step's own einsum
         return [
             *self.shared_terms(columns, steps),
-            *(t for t in attn if t.name != "weighted sums"),  # here: the step's own einsum
-            costs.Term(
-                "weighted sums",
-                "decoder",
-                "",
-                "pair",
-                costs.linear(pairs, self.encoder.state_size, 1),
-            ),
-            costs.Term(
-                "location conv",
-                "decoder",
-                "loc_conv",
-                "pair",
-                costs.conv1d(pairs, conv.in_channels, conv.out_channels, k),
-            ),
-            costs.Term(
-                "location projection",
-                "decoder",
-                "loc_proj",
-                "pair",
-                costs.linear(pairs, self.loc_proj.in_features, self.loc_proj.out_features),
-            ),
-            costs.Term(
-                "GRU cell",
-                "decoder",
-                "cell",
-                "step",
-                costs.gru_cell(steps, c.input_size, c.hidden_size),
-            ),
+            *(t for t in attn if t.name != "weighted sums"),
+            costs.Term("weighted sums", "decoder", "", "pair", sums),
+            costs.Term("location conv", "decoder", "loc_conv", "pair", loc),
+            costs.Term("location projection", "decoder", "loc_proj", "pair", proj),
+            costs.Term("GRU cell", "decoder", "cell", "step", cell),
         ]
 
     @property

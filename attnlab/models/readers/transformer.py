@@ -157,77 +157,29 @@ class TransformerReader(StepwiseReader):
         cross-attention steps with columns. None with a transformer column encoder."""
         if len(self.column_encoder.layers):
             return None
-        d, t, s = self.columns.out_features, columns, steps
+        d, t, s, lin = self.columns.out_features, columns, steps, costs.linear
+        n = lin(t, self.columns.in_features, d)
         terms = [
             *self.shared_terms(columns, steps),
-            costs.Term(
-                "column projection",
-                "encoder",
-                "columns",
-                "column",
-                costs.linear(t, self.columns.in_features, d),
-            ),
+            costs.Term("column projection", "encoder", "columns", "column", n),
         ]
         if isinstance(self.embed_proj, nn.Linear):
-            n = costs.linear(s, self.embed_proj.in_features, d)
+            n = lin(s, self.embed_proj.in_features, d)
             terms.append(costs.Term("embedding projection", "decoder", "embed_proj", "step", n))
         for i, layer in enumerate(self.decoder.layers):
-            at, m = f"decoder.layers.{i}", layer.mlp
-            mlp = costs.linear(s, m[0].in_features, m[0].out_features) + costs.linear(
-                s, m[2].in_features, d
-            )
-            terms += [
-                costs.Term(
-                    f"layer {i + 1} self q, k, v",
-                    "decoder",
-                    f"{at}.self_attn.qkv",
-                    "step",
-                    costs.linear(s, d, 3 * d),
-                ),
-                costs.Term(
-                    f"layer {i + 1} self scores and sums",
-                    "decoder",
-                    f"{at}.self_attn",
-                    "pair",
-                    2 * costs.linear(s * s, d, 1),
-                ),
-                costs.Term(
-                    f"layer {i + 1} self output",
-                    "decoder",
-                    f"{at}.self_attn.proj",
-                    "step",
-                    costs.linear(s, d, d),
-                ),
-                costs.Term(
-                    f"layer {i + 1} cross query",
-                    "decoder",
-                    f"{at}.cross.query",
-                    "step",
-                    costs.linear(s, d, d),
-                ),
-                costs.Term(
-                    f"layer {i + 1} cross k, v",
-                    "decoder",
-                    f"{at}.cross.kv",
-                    "column",
-                    costs.linear(t, d, 2 * d),
-                ),
-                costs.Term(
-                    f"layer {i + 1} cross scores and sums",
-                    "decoder",
-                    f"{at}.cross",
-                    "pair",
-                    2 * costs.linear(s * t, d, 1),
-                ),
-                costs.Term(
-                    f"layer {i + 1} cross output",
-                    "decoder",
-                    f"{at}.cross.proj",
-                    "step",
-                    costs.linear(s, d, d),
-                ),
-                costs.Term(f"layer {i + 1} MLP", "decoder", f"{at}.mlp", "step", mlp),
-            ]
+            m = layer.mlp
+            for name, module, growth, n in [
+                ("self q, k, v", "self_attn.qkv", "step", lin(s, d, 3 * d)),
+                ("self scores and sums", "self_attn", "pair", 2 * lin(s * s, d, 1)),
+                ("self output", "self_attn.proj", "step", lin(s, d, d)),
+                ("cross query", "cross.query", "step", lin(s, d, d)),
+                ("cross k, v", "cross.kv", "column", lin(t, d, 2 * d)),
+                ("cross scores and sums", "cross", "pair", 2 * lin(s * t, d, 1)),
+                ("cross output", "cross.proj", "step", lin(s, d, d)),
+                ("MLP", "mlp", "step", lin(s, d, m[0].out_features) + lin(s, m[2].in_features, d)),
+            ]:
+                path = f"decoder.layers.{i}.{module}"
+                terms.append(costs.Term(f"layer {i + 1} {name}", "decoder", path, growth, n))
         return terms
 
     def encode(self, images, widths) -> TransformerMemory:

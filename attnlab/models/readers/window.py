@@ -88,24 +88,14 @@ class WindowReader(StepwiseReader):
 
     def flop_terms(self, columns, steps):
         p, c = self.params, self.cell  # the window itself is element-wise: not counted
+        window = costs.linear(steps, p.in_features, p.out_features)
         sums = costs.linear(columns * steps, self.encoder.state_size, 1)
+        cell = costs.gru_cell(steps, c.input_size, c.hidden_size)
         return [
             *self.shared_terms(columns, steps),
-            costs.Term(
-                "window parameters",
-                "decoder",
-                "params",
-                "step",
-                costs.linear(steps, p.in_features, p.out_features),
-            ),
-            costs.Term("weighted sums", "decoder", "", "pair", sums),
-            costs.Term(
-                "GRU cell",
-                "decoder",
-                "cell",
-                "step",
-                costs.gru_cell(steps, c.input_size, c.hidden_size),
-            ),
+            costs.Term("window parameters", "decoder", "params", "step", window),
+            costs.Term("weighted sums", "decoder", "", "pair", sums),  # the step's own einsum
+            costs.Term("GRU cell", "decoder", "cell", "step", cell),
         ]
 
     def encode(self, images, widths) -> WindowMemory:
