@@ -211,6 +211,22 @@ def probe(
     run_task(task, [f"run={hydra_value(run)}", *ctx.args], "attnlab probe")
 
 
+@app.command(context_settings=FORWARD, options_metavar=OVERRIDES)
+def cost(ctx: typer.Context) -> None:
+    """What a reader costs by strip length: parameters, FLOPs, time and memory.
+
+    attnlab cost [RUN] [KEY=VALUE]...: a run's reader (RUN) or the reader of model=NAME
+    (cost.readers=[a,b]: several); 'cost.lengths=[1,2,4,8,16,32]'. Writes cost.csv, growth.csv,
+    footprint.csv, cost.md and plots into cost/ (RUN/cost/; cost.out=DIR).
+    """
+    from attnlab.tasks.cost import main as task
+
+    args = list(ctx.args)
+    if args and "=" not in args[0] and not args[0].startswith("-"):
+        args[0] = f"run={hydra_value(args[0])}"
+    run_task(task, args, "attnlab cost")
+
+
 @app.command()
 def read(
     images: list[Path] = typer.Argument(

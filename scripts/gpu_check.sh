@@ -16,7 +16,12 @@
 #      and writes them to $OUT_DIR/bench.json;
 #   4. runs a short 2-reader sweep (`attnlab sweep lengths preset=gpu`, 200 steps) with
 #      hydra.launcher.jobs_per_gpu=1 and then 2 into $OUT_DIR/sweep_jpg{1,2}, and prints both
-#      wall times and the GPU each job was given (metrics.json "device").
+#      wall times and the GPU each job was given (metrics.json "device");
+#   5. runs `attnlab cost` on cuda for the fixed, attention and transformer readers at lengths
+#      8, 16 and 32 into $OUT_DIR/cost, which prints FLOPs (cuDNN's RNN counted by attnlab's
+#      formula), time per strip and the CUDA peaks of a training step: max_memory_allocated
+#      and max_memory_reserved, for one batch of 128, 4 accumulated micro-batches of 32 and
+#      bf16 (footprint.csv).
 # Earlier outputs of this script under $OUT_DIR are replaced.
 set -euo pipefail
 
@@ -57,7 +62,7 @@ EOF
 
 mkdir -p "$OUT_DIR"
 rm -rf "$OUT_DIR/gpu_run/attention" "$OUT_DIR/gpu_run/fixed" "$OUT_DIR/bench.json" \
-    "$OUT_DIR/sweep_jpg1" "$OUT_DIR/sweep_jpg2"
+    "$OUT_DIR/sweep_jpg1" "$OUT_DIR/sweep_jpg2" "$OUT_DIR/cost"
 
 for reader in attention fixed; do
     run="$OUT_DIR/gpu_run/$reader"
@@ -105,4 +110,9 @@ echo
 echo "sweep of 2 readers: ${WALL[1]} s wall with 1 job per GPU, ${WALL[2]} s with 2 jobs per GPU"
 
 echo
-echo "gpu_check: done; runs in $OUT_DIR/gpu_run, figures in $OUT_DIR/bench.json"
+echo "== cost: fixed, attention and transformer by length on cuda (CUDA peaks of a step)"
+"$ATTNLAB" cost 'cost.readers=[fixed,attention,transformer]' 'cost.lengths=[8,16,32]' \
+    train.device=cuda "cost.out=$OUT_DIR/cost"
+
+echo
+echo "gpu_check: done; runs in $OUT_DIR/gpu_run, figures in $OUT_DIR/bench.json and $OUT_DIR/cost"

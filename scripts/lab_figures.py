@@ -122,6 +122,9 @@ def commands(out: Path, budget: list[str]) -> list[tuple[str, Path, list[str]]]:
           f"hydra.sweep.dir={o}/widths", *run]),
         ("width", o / "widths_report/index.html",
          ["attnlab", "report", str(o / "widths"), "--out", str(o / "widths_report")]),
+        ("cost", o / "cost/growth.csv",
+         ["attnlab", "cost", "cost.readers=[fixed,attention,transformer]",
+          "cost.lengths=[1,2,4,8,16,32]", f"cost.out={o}/cost", "train.threads=1", *budget]),
     ]  # fmt: skip
 
 
@@ -291,7 +294,14 @@ def own_figure(out: Path) -> str:
     )
 
 
-FIGURES = ("comparison", "lengths", "explorer", "probe", "width", "positions", "own")
+def cost_figure(out: Path) -> str:
+    """Lab step 8: what the readers cost by length (attnlab.bench.cost_files.lab_table)."""
+    from attnlab.bench.cost_files import lab_table
+
+    return lab_table(out / "cost/cost.csv", out / "cost/growth.csv")
+
+
+FIGURES = ("comparison", "lengths", "explorer", "probe", "width", "positions", "own", "cost")
 
 
 def figures(out: Path) -> dict[str, str]:
@@ -302,6 +312,7 @@ def figures(out: Path) -> dict[str, str]:
         "width": width_figure(out),
         "positions": positions_figure(out),
         "own": own_figure(out),
+        "cost": cost_figure(out),
     }
     assert tuple(figs) == FIGURES, tuple(figs)
     return figs

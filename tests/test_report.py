@@ -18,6 +18,7 @@ from attnlab.report import (
     build_report,
     discover_runs,
 )
+from attnlab.report.cost import COLUMNS as COST_COLUMNS
 from attnlab.runs.rundir import RunDir
 
 
@@ -217,7 +218,7 @@ def test_summary_csv_aggregates_every_metric(tmp_path):
     write_run(tmp_path / "f", seed=0, reader="fixed")  # no attention: no alignment, no entropy
     build_report([tmp_path], tmp_path / "report")
     agg = pd.read_csv(tmp_path / "report/summary.csv", dtype={"length": str})
-    assert list(agg.columns) == report.AGG_COLUMNS
+    assert list(agg.columns) == [*report.AGG_COLUMNS, *COST_COLUMNS]  # + each variant's cost
     for m in METRICS:
         lo, hi = m.interval or (f"{m.name}_lo", f"{m.name}_hi")
         assert {m.name, lo, hi} <= set(agg.columns)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
 
+from attnlab.config.cost import CostTaskConfig
 from attnlab.config.data import DataConfig
 from attnlab.config.experiment import (
     MAX_EVAL_LENGTH,
@@ -45,6 +46,7 @@ def register_configs() -> None:
     cs.store(name="eval_schema", node=EvalTaskConfig)
     cs.store(name="data_schema", node=DataTaskConfig)
     cs.store(name="probe_schema", node=ProbeTaskConfig)
+    cs.store(name="cost_schema", node=CostTaskConfig)
 
 
 register_configs()

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from attnlab.config import ModelConfig
-from attnlab.models import tokens
+from attnlab.models import costs, tokens
 from attnlab.models.encoder import ColumnEncoder
 
 
@@ -81,6 +81,13 @@ class Reader(nn.Module):
         each (B, Lmax + 1, T), reading ``texts`` as given (teacher forcing: one step per
         digit, then EOS's). None (the default): the reader has one attention, its weights.
         ``attnlab eval`` draws these per-head maps for a few strips."""
+        return None
+
+    def flop_terms(self, columns: int, steps: int) -> list[costs.Term] | None:
+        """Closed-form forward FLOPs of reading one strip of ``columns`` encoder columns with
+        ``steps`` output steps (digits + EOS, teacher forcing), by module
+        (attnlab.models.costs); ``attnlab cost`` checks them against the counter. None
+        (the default): this reader has no closed form, and is counted only."""
         return None
 
     def too_long(self, label: str, columns: int) -> str | None:

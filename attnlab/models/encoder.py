@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnlab.config import ModelConfig
+from attnlab.models import costs
 
 
 class ColumnEncoder(nn.Module):
@@ -27,6 +28,7 @@ class ColumnEncoder(nn.Module):
         assert 2**halvings == cfg.stride and not (n_conv and halvings > n_conv)
         assert height % (2**n_conv) == 0
         self.stride = cfg.stride
+        self.height = height
         self.normalize = cfg.normalize_strips
         self.convs = nn.ModuleList()
         self.width_pools: list[int] = []
@@ -70,6 +72,30 @@ class ColumnEncoder(nn.Module):
     @property
     def state_size(self) -> int:
         return 2 * self.hidden
+
+    def flop_terms(self, columns: int) -> list[costs.Term]:
+        """Closed-form forward FLOPs of one strip of ``columns`` encoder columns, by layer
+        (attnlab.models.costs): the stem and column convolutions, the per-column layer and
+        the BiGRU, each once per column."""
+        terms, h, w = [], self.height, columns * self.stride
+        for i, (conv, pool) in enumerate(zip(self.convs, self.width_pools, strict=True)):
+            h, w = (h - 1) // 2 + 1, (w - 1) // pool + 1  # kernel 3, padding 1, stride (2, pool)
+            n = costs.conv2d(h * w, conv.in_channels, conv.out_channels, 3)
+            terms.append(
+                costs.Term(f"stem conv {i + 1}", "encoder", f"encoder.convs.{i}", "column", n)
+            )
+        for i, conv in enumerate(self.column_convs):
+            n = costs.conv1d(w, conv.in_channels, conv.out_channels, 3)
+            name, path = f"column conv {i + 1}", f"encoder.column_convs.{i}"
+            terms.append(costs.Term(name, "encoder", path, "column", n))
+        layers = [m for m in self.proj.modules() if isinstance(m, nn.Linear)]
+        n = sum(costs.linear(columns, m.in_features, m.out_features) for m in layers)
+        terms.append(costs.Term("column layer", "encoder", "encoder.proj", "column", n))
+        if self.gru is not None:
+            g = self.gru
+            n = costs.gru(columns, g.input_size, g.hidden_size, g.num_layers, 2)
+            terms.append(costs.Term("BiGRU", "encoder", "encoder.gru", "column", n))
+        return terms
 
     def column_lengths(self, widths: torch.Tensor) -> torch.Tensor:
         """Pixel widths (B,) -> number of encoder columns (B,)."""

@@ -12,6 +12,8 @@ from enum import Enum
 import torch
 from torch import nn
 
+from attnlab.models import costs
+
 
 class Scorer(str, Enum):
     additive = "additive"  # v . tanh(W q + U k), Bahdanau et al.
@@ -27,6 +29,31 @@ class Attention(nn.Module):
         self.key = nn.Linear(state_size, attn_dim)
         self.v = nn.Linear(attn_dim, 1, bias=False) if self.scorer is Scorer.additive else None
         self.scale = 1.0 / math.sqrt(attn_dim) if self.scorer is Scorer.scaled_dot else 1.0
+
+    def flop_terms(self, columns: int, steps: int, part: str, path: str) -> list[costs.Term]:
+        """Closed-form forward FLOPs of one strip (attnlab.models.costs): keys once per
+        column, the query once per step, scores and weighted sums once per (step, column)
+        pair. ``path``: this module's attribute path in the reader."""
+        a, state = self.key.out_features, self.key.in_features
+        pairs = columns * steps
+        terms = [
+            costs.Term("keys", part, f"{path}.key", "column", costs.linear(columns, state, a)),
+            costs.Term(
+                "query",
+                part,
+                f"{path}.query",
+                "step",
+                costs.linear(steps, self.query.in_features, a),
+            ),
+        ]
+        sums = costs.linear(pairs, state, 1)  # each step: weights (T,) x values (T, 2H)
+        if self.v is not None:  # additive: v . tanh(...) over every (step, column)
+            terms.append(costs.Term("scores", part, f"{path}.v", "pair", costs.linear(pairs, a, 1)))
+            terms.append(costs.Term("weighted sums", part, path, "pair", sums))
+        else:  # dot: both products in this module's own einsums
+            n = costs.linear(pairs, a, 1) + sums
+            terms.append(costs.Term("scores and weighted sums", part, path, "pair", n))
+        return terms
 
     def keys(self, states: torch.Tensor) -> torch.Tensor:
         """(B, T, 2H) -> (B, T, A): once per strip, not once per step."""

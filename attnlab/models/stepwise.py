@@ -16,7 +16,7 @@ from torch import nn
 
 from attnlab.config import ModelConfig
 from attnlab.config.rules import check_at_least, finite, require
-from attnlab.models import ctc_loss, tokens
+from attnlab.models import costs, ctc_loss, tokens
 from attnlab.models.base import Decoded, Reader
 
 
@@ -100,6 +100,22 @@ class StepwiseReader(Reader):
         columns = memory_size or state
         classes = len(self.charset) + 1  # the charset, then the blank
         self.ctc_head = nn.Linear(columns, classes) if self.ctc_aux > 0 else None
+
+    def shared_terms(self, columns: int, steps: int) -> list[costs.Term]:
+        """The closed-form terms every step-wise reader shares (attnlab.models.costs): the
+        encoder's, the decoder's initial state (once per strip, when it has one), the output
+        layer (once per step) and the auxiliary CTC classifier (once per column, when on)."""
+        terms = self.encoder.flop_terms(columns)
+        init = getattr(self, "init", None)
+        if isinstance(init, nn.Linear):
+            n = costs.linear(1, init.in_features, init.out_features)
+            terms.append(costs.Term("initial state", "decoder", "init", "strip", n))
+        n = costs.linear(steps, self.out.in_features, self.out.out_features)
+        terms.append(costs.Term("output layer", "output", "out", "step", n))
+        if self.ctc_head is not None:
+            n = costs.linear(columns, self.ctc_head.in_features, self.ctc_head.out_features)
+            terms.append(costs.Term("CTC classifier", "output", "ctc_head", "column", n))
+        return terms
 
     def encode(self, images: torch.Tensor, widths: torch.Tensor) -> Memory:
         states, lengths, summary = self.encoder(images, widths)

@@ -32,6 +32,7 @@ from attnlab.report.compare import (
     default_pairs,
     sides,
 )
+from attnlab.report.cost import cost_view, with_cost
 from attnlab.report.datacurve import DATA_NEEDS_CSV, data_needs, data_needs_tables
 from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
 from attnlab.report.discover import ReportError, discover_runs, edited_notes, unread_runs
@@ -241,7 +242,8 @@ def _write(
     for p in swept:
         write_bytes(out_dir / p.file, p.png)
     tables = [s.table for s in sections if s.table is not None]
-    write_text(out_dir / SUMMARY_CSV, csv_text(agg))
+    costs = cost_view(runs)  # parameters and MFLOP per variant; runs' cost/cost.csv
+    write_text(out_dir / SUMMARY_CSV, csv_text(with_cost(agg, costs.variants)))
     write_hparams(out_dir, counted(runs), long_frame(runs, None))
     if not diffs.empty:
         write_text(out_dir / COMPARISONS_CSV, csv_text(diffs))
@@ -265,7 +267,8 @@ def _write(
             tables,
             dup_notes,
             said,
-            probe_lines + curve_md + objectives_markdown(best) + omitted_markdown(omitted),
+            probe_lines + curve_md + objectives_markdown(best) + omitted_markdown(omitted)
+            + costs.markdown(),
             compared,
             compare_notes,
             METHOD,
@@ -275,6 +278,7 @@ def _write(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
         explorer=ex, data_needs=curve, data_needs_notes=needs_notes,
         data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best, omitted=omitted,
+        cost=costs.html(),
     )  # fmt: skip
     write_text(out_dir / INDEX, page)
     unpaired = []

@@ -91,6 +91,7 @@ def render_index(
     objectives: dict | None = None,  # report.objectives: run path -> its objective
     best: list | None = None,  # report.objectives.Best: the best run of each sweep
     omitted: list | None = None,  # report.omitted.Omitted: sections wanted but not drawn
+    cost: dict[str, str] | None = None,  # report.cost: title -> HTML table
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -113,6 +114,7 @@ def render_index(
             max_maps=MAX_MAPS_SHOWN,
             generated=datetime.now().strftime("%Y-%m-%d %H:%M"),
             explorer=explorer,
+            cost=cost or {},
             data_needs=data_needs or [],
             data_needs_notes=data_needs_notes or [],
             data_needs_method=data_needs_method,

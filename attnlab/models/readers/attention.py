@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from attnlab.config.rules import check_at_least
+from attnlab.models import costs
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer
 from attnlab.models.stepwise import (
@@ -44,6 +45,14 @@ class AttentionReader(StepwiseReader):
             cfg.scorer, cfg.dec_hidden, self.encoder.state_size, cfg.attn_dim
         )
         self.cell = torch.nn.GRUCell(cfg.embed + self.encoder.state_size, cfg.dec_hidden)
+
+    def flop_terms(self, columns, steps):
+        cell = costs.gru_cell(steps, self.cell.input_size, self.cell.hidden_size)
+        return [
+            *self.shared_terms(columns, steps),
+            *self.attention.flop_terms(columns, steps, "decoder", "attention"),
+            costs.Term("GRU cell", "decoder", "cell", "step", cell),
+        ]
 
     def encode(self, images, widths) -> AttentionMemory:
         m = super().encode(images, widths)

@@ -35,6 +35,7 @@ from torch import nn
 
 from attnlab.config import ModelConfig
 from attnlab.errors import UserError
+from attnlab.models import costs
 from attnlab.models.base import Decoded, Reader
 from attnlab.models.ctc_loss import DIGITS, columns_needed, ctc_nll, label_targets
 from attnlab.models.registry import register
@@ -337,6 +338,14 @@ class CTCReader(Reader):
         super().__init__(cfg, height)
         # The charset's classes, then the blank (CLASSES = 11 for the digits).
         self.classify = nn.Linear(self.encoder.state_size, len(self.charset) + 1)
+
+    def flop_terms(self, columns, steps):
+        c = self.classify
+        n = costs.linear(columns, c.in_features, c.out_features)
+        return [
+            *self.encoder.flop_terms(columns),
+            costs.Term("classifier", "output", "classify", "column", n),
+        ]
 
     def too_long(self, label, columns):
         if columns_needed(label) > columns:  # a blank between repeated characters

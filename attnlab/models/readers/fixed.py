@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from attnlab.models import costs
 from attnlab.models.registry import register
 from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
 
@@ -29,6 +30,11 @@ class FixedContextReader(StepwiseReader):
         # A GRU layer rather than a cell: with the same summary at every step, teacher
         # forcing runs the whole output sequence in one call.
         self.rnn = nn.GRU(cfg.embed + self.encoder.state_size, cfg.dec_hidden, batch_first=True)
+
+    def flop_terms(self, columns, steps):
+        r = self.rnn  # the same summary at every step: no term grows with columns x steps
+        n = costs.gru(steps, r.input_size, r.hidden_size)
+        return [*self.shared_terms(columns, steps), costs.Term("GRU", "decoder", "rnn", "step", n)]
 
     def _run(self, memory: Memory, state: torch.Tensor, prev: torch.Tensor):
         """prev (B, S) -> logits (B, S, V), final state (B, D)."""

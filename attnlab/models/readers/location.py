@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from attnlab.config.rules import check_at_least, require
+from attnlab.models import costs
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer, masked_softmax
 from attnlab.models.stepwise import AttentionMemory, StepwiseConfig, StepwiseReader, gru_step
@@ -76,6 +77,22 @@ class LocationReader(StepwiseReader):
         )
         self.loc_proj = nn.Linear(cfg.loc_channels, cfg.attn_dim, bias=False)
         self.cell = nn.GRUCell(cfg.embed + state, cfg.dec_hidden)
+
+    def flop_terms(self, columns, steps):
+        pairs, c, conv, lin = columns * steps, self.cell, self.loc_conv, costs.linear
+        attn = self.attention.flop_terms(columns, steps, "decoder", "attention")
+        loc = costs.conv1d(pairs, conv.in_channels, conv.out_channels, conv.kernel_size[0])
+        proj = lin(pairs, self.loc_proj.in_features, self.loc_proj.out_features)
+        cell = costs.gru_cell(steps, c.input_size, c.hidden_size)
+        sums = lin(pairs, self.encoder.state_size, 1)  # here in the step's own einsum
+        return [
+            *self.shared_terms(columns, steps),
+            *(t for t in attn if t.name != "weighted sums"),
+            costs.Term("weighted sums", "decoder", "", "pair", sums),
+            costs.Term("location conv", "decoder", "loc_conv", "pair", loc),
+            costs.Term("location projection", "decoder", "loc_proj", "pair", proj),
+            costs.Term("GRU cell", "decoder", "cell", "step", cell),
+        ]
 
     @property
     def _planes(self) -> int:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from attnlab.config import rules
-from attnlab.models import tokens
+from attnlab.models import costs, tokens
 from attnlab.models.readers.transformer_layers import Decoder, Encoder, Pos, Positions
 from attnlab.models.registry import register
 from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
@@ -151,6 +151,36 @@ class TransformerReader(StepwiseReader):
             cfg.attn_layer, cfg.attn_head,
         )  # fmt: skip
         self.cache = cfg.cache
+
+    def flop_terms(self, columns, steps):
+        """The decoder's layers by module; self-attention pairs steps with steps, the
+        cross-attention steps with columns. None with a transformer column encoder."""
+        if len(self.column_encoder.layers):
+            return None
+        d, t, s, lin = self.columns.out_features, columns, steps, costs.linear
+        n = lin(t, self.columns.in_features, d)
+        terms = [
+            *self.shared_terms(columns, steps),
+            costs.Term("column projection", "encoder", "columns", "column", n),
+        ]
+        if isinstance(self.embed_proj, nn.Linear):
+            n = lin(s, self.embed_proj.in_features, d)
+            terms.append(costs.Term("embedding projection", "decoder", "embed_proj", "step", n))
+        for i, layer in enumerate(self.decoder.layers):
+            m = layer.mlp
+            for name, module, growth, n in [
+                ("self q, k, v", "self_attn.qkv", "step", lin(s, d, 3 * d)),
+                ("self scores and sums", "self_attn", "pair", 2 * lin(s * s, d, 1)),
+                ("self output", "self_attn.proj", "step", lin(s, d, d)),
+                ("cross query", "cross.query", "step", lin(s, d, d)),
+                ("cross k, v", "cross.kv", "column", lin(t, d, 2 * d)),
+                ("cross scores and sums", "cross", "pair", 2 * lin(s * t, d, 1)),
+                ("cross output", "cross.proj", "step", lin(s, d, d)),
+                ("MLP", "mlp", "step", lin(s, d, m[0].out_features) + lin(s, m[2].in_features, d)),
+            ]:
+                path = f"decoder.layers.{i}.{module}"
+                terms.append(costs.Term(f"layer {i + 1} {name}", "decoder", path, growth, n))
+        return terms
 
     def encode(self, images, widths) -> TransformerMemory:
         # BiGRU states, or the column features themselves under encoder=transformer.

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from attnlab.config.rules import finite, require
-from attnlab.models import tokens
+from attnlab.models import costs, tokens
 from attnlab.models.registry import register
 from attnlab.models.scoring import masked_softmax
 from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader, gru_step
@@ -85,6 +85,18 @@ class WindowReader(StepwiseReader):
         # Centres start half a step before the strip, so the first step lands on glyph one.
         self.kappa0 = nn.Parameter(torch.full((k,), -0.5 * pace))
         self.cell = nn.GRUCell(cfg.embed + state, cfg.dec_hidden)
+
+    def flop_terms(self, columns, steps):
+        p, c = self.params, self.cell  # the window itself is element-wise: not counted
+        window = costs.linear(steps, p.in_features, p.out_features)
+        sums = costs.linear(columns * steps, self.encoder.state_size, 1)
+        cell = costs.gru_cell(steps, c.input_size, c.hidden_size)
+        return [
+            *self.shared_terms(columns, steps),
+            costs.Term("window parameters", "decoder", "params", "step", window),
+            costs.Term("weighted sums", "decoder", "", "pair", sums),  # the step's own einsum
+            costs.Term("GRU cell", "decoder", "cell", "step", cell),
+        ]
 
     def encode(self, images, widths) -> WindowMemory:
         m = super().encode(images, widths)
