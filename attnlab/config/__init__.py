@@ -37,6 +37,7 @@ from attnlab.config.tasks import (
     ProbeTaskConfig,
     RunTaskConfig,
 )
+from attnlab.config.tune import TuneTaskConfig
 
 
 def register_configs() -> None:
@@ -45,6 +46,7 @@ def register_configs() -> None:
     cs.store(name="eval_schema", node=EvalTaskConfig)
     cs.store(name="data_schema", node=DataTaskConfig)
     cs.store(name="probe_schema", node=ProbeTaskConfig)
+    cs.store(name="tune_schema", node=TuneTaskConfig)
 
 
 register_configs()

@@ -48,6 +48,8 @@ from attnlab.report.tables import (
     summary_md,
     summary_table,
 )
+from attnlab.report.tuned import EXPECTED_MAX_CSV, expected_max_csv, find_studies, tuned_section
+from attnlab.report.tuned import markdown as tuned_markdown
 from attnlab.report.variants import assign_variants, counted, ordered_variants
 
 INDEX = "index.html"
@@ -185,6 +187,8 @@ def _is_report_file(name: str) -> bool:
     kinds = (*PLOTS, "swept")
     own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV, TENSORBOARD)
     own += (DATA_NEEDS_CSV,)
+    own += (EXPECTED_MAX_CSV,)
+    kinds += ("tuned",)
     return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
 
 
@@ -243,6 +247,11 @@ def _write(
     curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
     curve_md = data_needs_markdown(curve, needs_notes)
     said = {s.train: s.findings for s in sections}
+    tuned = [tuned_section(root, runs, palette) for root in find_studies(paths)]
+    for t in tuned:  # attnlab sweep tuned: expected best against trials, the winners paired
+        write_bytes(out_dir / t.plot.file, t.plot.png)
+    if tuned:
+        write_text(out_dir / EXPECTED_MAX_CSV, csv_text(expected_max_csv(tuned)))
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
@@ -254,7 +263,7 @@ def _write(
             tables,
             dup_notes,
             said,
-            probe_lines + curve_md + objectives_markdown(best),
+            probe_lines + curve_md + objectives_markdown(best) + tuned_markdown(tuned),
             compared,
             compare_notes,
             METHOD,
@@ -264,6 +273,7 @@ def _write(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
         explorer=explorer(runs), data_needs=curve, data_needs_notes=needs_notes,
         data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best,
+        tuned=tuned,
     )  # fmt: skip
     write_text(out_dir / INDEX, page)
     unpaired = []
@@ -273,4 +283,4 @@ def _write(
             f"no paired differences: {compare_notes[0]}"
             + (f" ({more} more reason(s) in summary.md)" if more else "")
         )
-    return [*unpaired, *(b.line() for b in best)]
+    return [*unpaired, *(b.line() for b in best), *(line for t in tuned for line in t.lines)]

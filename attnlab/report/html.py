@@ -90,6 +90,7 @@ def render_index(
     data_needs_method: str = "",
     objectives: dict | None = None,  # report.objectives: run path -> its objective
     best: list | None = None,  # report.objectives.Best: the best run of each sweep
+    tuned: list | None = None,  # report.tuned.TunedSection: attnlab sweep tuned's studies
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -118,5 +119,6 @@ def render_index(
             objectives=objectives or {},
             best=best or [],
             best_paths={b.run.path for b in best or []},
+            tuned=tuned or [],
         )
     )
