@@ -163,3 +163,27 @@ def test_the_report_draws_the_curves_and_pairs_the_winners(study):
     expect = 100 * sum(diffs) / len(diffs)
     assert f"{expect:+.1f} [" in line.split(": ", 1)[1].split(" at seen")[0]
     assert f"at {max(seen)}," in line and line.endswith("unseen")
+
+
+@pytest.mark.slow
+def test_the_lab_steps_figure_comes_from_the_studys_files(study, tmp_path):
+    import importlib.util
+
+    _, root, report, _ = study
+    path = Path(__file__).resolve().parents[1] / "scripts" / "lab_figures.py"
+    spec = importlib.util.spec_from_file_location("lab_figures_tuned", path)
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    (tmp_path / "tuned").symlink_to(root)  # the walkthrough's folder layout: lab/tuned
+    figure = lab.fair_figure(tmp_path)
+    assert "fair" in lab.FIGURES
+    for reader in ("fixed", "attention"):
+        expected = unbiased(trials(root, reader).value.tolist())
+        row = next(ln for ln in figure.splitlines() if ln.startswith(f"| {reader} |"))
+        cells = [c.split(" [")[0] for c in row.strip("|").split("|")[1:]]
+        want = [lab.pct(expected[n - 1]) for n in (1, TRIALS // 2, TRIALS)]
+        assert [c.strip() for c in cells] == want
+    said = [ln for ln in report.stdout.splitlines() if "curves" in ln or "equal tuning" in ln]
+    assert len(said) == 2
+    for line in said:  # the report's own lines, as sentences
+        assert f"{line[0].upper()}{line[1:]}." in figure

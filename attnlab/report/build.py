@@ -247,11 +247,7 @@ def _write(
     curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
     curve_md = data_needs_markdown(curve, needs_notes)
     said = {s.train: s.findings for s in sections}
-    tuned = [tuned_section(root, runs, palette) for root in find_studies(paths)]
-    for t in tuned:  # attnlab sweep tuned: expected best against trials, the winners paired
-        write_bytes(out_dir / t.plot.file, t.plot.png)
-    if tuned:
-        write_text(out_dir / EXPECTED_MAX_CSV, csv_text(expected_max_csv(tuned)))
+    tuned = _tuned(out_dir, paths, runs, palette)  # attnlab sweep tuned's studies
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
@@ -272,15 +268,30 @@ def _write(
     page = render_index(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
         explorer=explorer(runs), data_needs=curve, data_needs_notes=needs_notes,
-        data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best,
-        tuned=tuned,
+        data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best, tuned=tuned,
     )  # fmt: skip
     write_text(out_dir / INDEX, page)
-    unpaired = []
-    if diffs.empty and compare_notes:  # nothing was paired: why, in one line
-        more = len(compare_notes) - 1
-        unpaired.append(
-            f"no paired differences: {compare_notes[0]}"
-            + (f" ({more} more reason(s) in summary.md)" if more else "")
-        )
+    unpaired = _unpaired(compare_notes) if diffs.empty else []
     return [*unpaired, *(b.line() for b in best), *(line for t in tuned for line in t.lines)]
+
+
+def _unpaired(compare_notes: list[str]) -> list[str]:
+    """When nothing was paired: why, in one line."""
+    if not compare_notes:
+        return []
+    more = len(compare_notes) - 1
+    return [
+        f"no paired differences: {compare_notes[0]}"
+        + (f" ({more} more reason(s) in summary.md)" if more else "")
+    ]
+
+
+def _tuned(out_dir: Path, paths: list[Path], runs: list, palette: dict) -> list:
+    """The sections of the ``attnlab sweep tuned`` studies under ``paths``, their plots and
+    expected_max.csv written into ``out_dir`` (report.tuned)."""
+    tuned = [tuned_section(root, runs, palette) for root in find_studies(paths)]
+    for t in tuned:
+        write_bytes(out_dir / t.plot.file, t.plot.png)
+    if tuned:
+        write_text(out_dir / EXPECTED_MAX_CSV, csv_text(expected_max_csv(tuned)))
+    return tuned

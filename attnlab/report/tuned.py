@@ -120,7 +120,7 @@ def tuned_section(root: Path, runs: list[RunInfo], colours: dict[str, str]) -> T
 def _winners_diff(study: TunedStudy, runs: list[RunInfo], a: str, b: str) -> pd.DataFrame | str:
     """comparisons.csv rows of a's re-runs − b's (each reader's best trial, new seeds)."""
     mine = {
-        r: [run for run in runs if run.path.is_relative_to(study.winners[r]) and not run.unsound]
+        r: [run for run in runs if _below(run.path, study.winners[r]) and not run.unsound]
         for r in (a, b)
     }
     shared = [set(run.evals) for run in mine[a] + mine[b]]
@@ -134,6 +134,10 @@ def _winners_diff(study: TunedStudy, runs: list[RunInfo], a: str, b: str) -> pd.
         )
     except CompareRefused as err:
         return f"{a} - {b} after equal tuning: {err}"
+
+
+def _below(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def _points(row: pd.Series) -> str:
