@@ -40,6 +40,8 @@ def error_line(res) -> str:
         (["seed=choice(3,4)", "tune.first_seed=4"], "include the trials' seed(s) [4]"),
         (["tune.sampler=grid"], "tune.sampler='grid': must be one of random, tpe"),
         (["model=fixed"], "name two or more"),
+        (["tune.trails=3"], "config: Could not override 'tune.trails'"),  # a misspelt key
+        (["hydra/sweeper=optuna"], "sets the sweeper itself (tune.sampler, tune.trials)"),
     ],
 )
 def test_what_cannot_be_studied_fairly_is_refused_in_one_line(attnlab_run, tmp_path, args, said):
@@ -187,3 +189,23 @@ def test_the_lab_steps_figure_comes_from_the_studys_files(study, tmp_path):
     assert len(said) == 2
     for line in said:  # the report's own lines, as sentences
         assert f"{line[0].upper()}{line[1:]}." in figure
+
+
+@pytest.mark.slow
+def test_the_same_command_resumes_a_stopped_study(study, attnlab_run):
+    # Stopped before the study's end: no trials.csv yet. Asked again, the seeded sampler draws
+    # the same trials, each finds its run complete (nothing trains), and the re-runs are kept.
+    res, root, _, _ = study
+    before = trials(root, "fixed")
+    checkpoints = {p: p.stat().st_mtime_ns for p in (root / "study").rglob("*.pt")}
+    (root / "study" / "fixed" / "trials.csv").unlink()
+    again = attnlab_run(
+        "sweep", "tuned", "model=fixed,attention", f"tune.trials={TRIALS}",
+        f"tune.seeds={SEEDS}", *BUDGET, *AXES, f"hydra.sweep.dir={root}", cwd=root.parent,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    pd.testing.assert_frame_equal(trials(root, "fixed"), before)
+    assert {p: p.stat().st_mtime_ns for p in checkpoints} == checkpoints  # none trained again
+    assert f"model=attention: study complete in {root / 'study' / 'attention'}" in again.stdout
+    for reader in ("fixed", "attention"):
+        assert f"model={reader}: best trial's re-runs complete" in again.stdout

@@ -31,7 +31,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from attnlab.config.tune import TuneConfig
-from attnlab.errors import UserError
+from attnlab.errors import UserError, one_line
 from attnlab.io import atomic_write
 
 MANIFEST = "tuned.json"
@@ -73,10 +73,23 @@ def _key(arg: str) -> str:
     return arg.split("=", 1)[0].lstrip("+~").strip()
 
 
-def plan(args: list[str]) -> Plan:
-    """Read the command line; refuse in one line what cannot be studied fairly."""
+def _compose(overrides: list[str], config_name: str = "train", hydra: bool = False) -> Any:
+    """``tasks.compose``, a config error as one UserError line (what and where)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     from attnlab.tasks.compose import compose
 
+    try:
+        return compose(overrides, config_name, hydra)
+    except (HydraException, OmegaConfBaseException) as err:
+        cause = err.__cause__ or err
+        raise UserError(f"config: {one_line(err)}: {one_line(cause)}"
+                        if cause is not err else f"config: {one_line(err)}") from err  # fmt: skip
+
+
+def plan(args: list[str]) -> Plan:
+    """Read the command line; refuse in one line what cannot be studied fairly."""
     tune_args = [a for a in args if _key(a).startswith("tune.")]
     rest = [a for a in args if a not in tune_args]
     for a in rest:
@@ -84,7 +97,7 @@ def plan(args: list[str]) -> Plan:
             "hydra.sweeper."
         ):
             raise UserError(f"{a}: {PROG} sets the sweeper itself (tune.sampler, tune.trials)")
-    tune = compose(tune_args, config_name="tune").tune
+    tune = _compose(tune_args, config_name="tune").tune
     TuneConfig.check(tune)
     model = next((a for a in rest if _key(a) == "model"), None)
     root_arg = next((a for a in rest if _key(a) == "hydra.sweep.dir"), None)
@@ -104,10 +117,9 @@ def plan(args: list[str]) -> Plan:
 def _readers(model: str | None) -> list[str]:
     """The readers to study: ``model=a,b`` or, without it, ``attnlab sweep lengths``' own."""
     from attnlab.models import registry
-    from attnlab.tasks.compose import compose
 
     if model is None:
-        value = compose([], config_name="sweep", hydra=True).hydra.sweeper.params.model
+        value = _compose([], config_name="sweep", hydra=True).hydra.sweeper.params.model
         names = [n.strip() for n in str(value).split(",")]
     else:
         o = _parse(model)
@@ -127,12 +139,12 @@ def _default_root() -> Path:
 def _fit_axes(p: Plan) -> None:
     """Each reader's axes: those whose key its composed config has. A key one reader lacks is
     dropped for it (said by ``run``); a key no reader has is refused."""
-    from attnlab.tasks.compose import compose
-
     if not p.axes:
         raise UserError(f"{PROG}: no search axis (e.g. 'optim.lr=interval(0.0005,0.01)')")
     for reader in p.readers:
-        cfg = compose([f"model={reader}", *(a for a in p.plain if not _key(a).startswith("hydra"))])
+        cfg = _compose(
+            [f"model={reader}", *(a for a in p.plain if not _key(a).startswith("hydra"))]
+        )
         keys = [_key(a) for a in p.axes]
         has = [OmegaConf.select(cfg, k, default=_ABSENT) is not _ABSENT for k in keys]
         p.axes_of[reader] = [a for a, ok in zip(p.axes, has, strict=True) if ok]
