@@ -53,6 +53,21 @@ def test_what_cannot_be_studied_fairly_is_refused_in_one_line(attnlab_run, tmp_p
     assert not (tmp_path / "study").exists()  # nothing ran, nothing written
 
 
+def test_the_trials_budget_and_the_re_runs_seeds_are_their_own():
+    from attnlab.tasks.tuned import plan, rerun_args, study_args
+
+    p = plan(["model=fixed,attention", "preset=tiny", "seed=7", "train.steps=9", "tune.steps=3",
+              "tune.seeds=2", *AXES])  # fmt: skip
+    trial = study_args(p, "fixed")
+    assert "train.steps=3" in trial and "train.steps=9" not in trial  # tune.steps: the trials'
+    assert not any(a.startswith("model.attn_dim=") for a in trial)  # fixed lacks it
+    assert "hydra.sweeper.n_trials=12" in trial and "hydra/sweeper/sampler=random" in trial
+    best = {"overrides": ["optim.lr=0.003", "model=fixed", "seed=7", "train.steps=3"]}
+    again = rerun_args(p, "fixed", best)
+    assert "train.steps=9" in again and "optim.lr=0.003" in again
+    assert [a for a in again if a.startswith("seed=")] == ["seed=1,2"]  # not the trials' 7
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory, attnlab_run):
     cwd = tmp_path_factory.mktemp("tuned")

@@ -90,6 +90,7 @@ def _compose(overrides: list[str], config_name: str = "train", hydra: bool = Fal
 
 def plan(args: list[str]) -> Plan:
     """Read the command line; refuse in one line what cannot be studied fairly."""
+    args = [a for a in args if a not in ("-m", "--multirun")]  # every stage is a multirun
     tune_args = [a for a in args if _key(a).startswith("tune.")]
     rest = [a for a in args if a not in tune_args]
     for a in rest:
@@ -181,8 +182,9 @@ def _check_seeds(p: Plan) -> None:
 def study_args(p: Plan, reader: str) -> list[str]:
     """``attnlab train -m`` arguments of one reader's study."""
     steps = [] if p.tune.steps is None else [f"train.steps={p.tune.steps}"]
+    plain = [a for a in p.plain if not (steps and _key(a) == "train.steps")]
     return [
-        "-m", f"model={reader}", *p.plain, *steps, *p.axes_of[reader],
+        "-m", f"model={reader}", *plain, *steps, *p.axes_of[reader],
         f"train.objective={p.objective}", "hydra/sweeper=optuna",
         f"hydra/sweeper/sampler={p.tune.sampler}",
         f"hydra.sweeper.sampler.seed={p.tune.sampler_seed}",
@@ -195,8 +197,9 @@ def rerun_args(p: Plan, reader: str, best: dict[str, Any]) -> list[str]:
     """``attnlab sweep lengths`` arguments re-running a reader's best trial with new seeds."""
     mine = {_key(a) for a in p.axes_of[reader]} - {"seed"}
     values = [o for o in best["overrides"] if _key(o) in mine]
+    plain = [a for a in p.plain if _key(a) != "seed"]  # the re-runs' own seeds instead
     return [
-        f"model={reader}", *p.plain, *values,
+        f"model={reader}", *plain, *values,
         f"seed={','.join(map(str, p.rerun_seeds))}",
         f"hydra.sweep.dir={_hydra_path(p.root / WINNERS / reader)}",
     ]  # fmt: skip
