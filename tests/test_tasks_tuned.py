@@ -224,3 +224,14 @@ def test_the_same_command_resumes_a_stopped_study(study, attnlab_run):
     assert f"model=attention: study complete in {root / 'study' / 'attention'}" in again.stdout
     for reader in ("fixed", "attention"):
         assert f"model={reader}: best trial's re-runs complete" in again.stdout
+
+
+def test_a_study_without_its_trials_is_unreadable_in_one_line(tmp_path):
+    from attnlab.report.tuned import StudyUnreadable, read_study
+
+    manifest = {"readers": ["fixed", "attention"], "objective": "val_exact", "trials": 4,
+                "sampler": "random", "studies": {"fixed": "study/fixed",
+                "attention": "study/attention"}, "winners": {}}  # fmt: skip
+    (tmp_path / "tuned.json").write_text(json.dumps(manifest))
+    with pytest.raises(StudyUnreadable, match=r"unreadable \(FileNotFoundError: .*trials.csv"):
+        read_study(tmp_path)

@@ -48,7 +48,13 @@ from attnlab.report.tables import (
     summary_md,
     summary_table,
 )
-from attnlab.report.tuned import EXPECTED_MAX_CSV, expected_max_csv, find_studies, tuned_section
+from attnlab.report.tuned import (
+    EXPECTED_MAX_CSV,
+    StudyUnreadable,
+    expected_max_csv,
+    find_studies,
+    tuned_section,
+)
 from attnlab.report.tuned import markdown as tuned_markdown
 from attnlab.report.variants import assign_variants, counted, ordered_variants
 
@@ -247,7 +253,7 @@ def _write(
     curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
     curve_md = data_needs_markdown(curve, needs_notes)
     said = {s.train: s.findings for s in sections}
-    tuned = _tuned(out_dir, paths, runs, palette)  # attnlab sweep tuned's studies
+    tuned = _tuned(out_dir, paths, runs, palette, warn)  # attnlab sweep tuned's studies
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
@@ -286,10 +292,17 @@ def _unpaired(compare_notes: list[str]) -> list[str]:
     ]
 
 
-def _tuned(out_dir: Path, paths: list[Path], runs: list, palette: dict) -> list:
+def _tuned(out_dir: Path, paths: list[Path], runs: list, palette: dict, warn) -> list:
     """The sections of the ``attnlab sweep tuned`` studies under ``paths``, their plots and
-    expected_max.csv written into ``out_dir`` (report.tuned)."""
-    tuned = [tuned_section(root, runs, palette) for root in find_studies(paths)]
+    expected_max.csv written into ``out_dir`` (report.tuned); an unreadable study is left
+    out, said through ``warn``."""
+    tuned = []
+    for root in find_studies(paths):
+        try:
+            tuned.append(tuned_section(root, runs, palette))
+        except StudyUnreadable as err:
+            if warn is not None:
+                warn(str(err))
     for t in tuned:
         write_bytes(out_dir / t.plot.file, t.plot.png)
     if tuned:

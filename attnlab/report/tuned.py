@@ -75,7 +75,18 @@ def find_studies(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
+class StudyUnreadable(Exception):
+    """A study's tuned.json or trials.csv that cannot be read, with why in one line."""
+
+
 def read_study(root: Path) -> TunedStudy:
+    try:
+        return _read_study(root)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise StudyUnreadable(f"study {root}: unreadable ({type(err).__name__}: {err})") from err
+
+
+def _read_study(root: Path) -> TunedStudy:
     data = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     objective = str(data["objective"])
     scores = {}
