@@ -218,5 +218,5 @@ def markdown(sections: list[TunedSection]) -> list[str]:
     out = []
     for s in sections:
         out += ["", f"## Equal tuning budgets ({s.study.root})", ""]
-        out += [f"- {line}" for line in [*s.lines, *s.notes]]
+        out += [*(f"- {line}" for line in [*s.lines, *s.notes]), ""]
     return out
