@@ -128,6 +128,24 @@ def sweep_lengths(ctx: typer.Context) -> None:
             _report_sweeps(ctx.args, started)
 
 
+@sweep_app.command("tuned", context_settings=FORWARD, options_metavar=OVERRIDES)
+def sweep_tuned(ctx: typer.Context) -> None:
+    """An equal tuning budget per reader: one seeded Optuna study each, then its best trial
+    re-run with new seeds on the shared test strips (then: attnlab report ROOT).
+
+    tune.trials=N (per reader), tune.seeds=K (re-runs), tune.sampler=random|tpe, tune.steps
+    (a trial's train.steps); the search space as sweep overrides, e.g. attnlab sweep tuned
+    'model=fixed,attention' tune.trials=12 'optim.lr=interval(0.0005,0.01)'
+    'model.dec_hidden=choice(64,128,256)'. README, 'Equal tuning budgets'.
+    """
+    from attnlab.tasks.tuned import run
+
+    try:
+        run(ctx.args, typer.echo)
+    except UserError as err:
+        fail(str(err))
+
+
 def _readers_axis(arg: str) -> str:
     """``readers=all`` -> ``model=<every registered reader>``; ``readers=a,b`` -> ``model=a,b``."""
     from attnlab.models import registry

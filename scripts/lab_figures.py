@@ -34,6 +34,9 @@ from attnlab.io import atomic_write
 BUDGETS = {"lab": ["train.steps=500", "eval.n=200"], "default": [], "tiny": ["preset=tiny"]}
 ONE_AT_A_TIME = ["hydra/launcher=basic", "train.threads=1"]
 DONE = "eval/synthetic-greedy/eval.json"  # a sweep job's evaluation, written last
+# Step 9 (is the comparison fair?): each reader's study, then its best trial's re-runs.
+FAIR_TRIALS, FAIR_SEEDS = 12, 3
+FAIR_SPACE = ["optim.lr=interval(0.0005,0.01)", "model.dec_hidden=choice(64,128,256)"]
 MARKER = re.compile(r"<!-- lab:(?P<name>[a-z_]+) -->\n(?P<body>.*?)<!-- /lab -->", re.DOTALL)
 
 
@@ -125,6 +128,11 @@ def commands(out: Path, budget: list[str]) -> list[tuple[str, Path, list[str]]]:
         ("cost", o / "cost/growth.csv",
          ["attnlab", "cost", "cost.readers=[fixed,attention,transformer]",
           "cost.lengths=[1,2,4,8,16,32]", f"cost.out={o}/cost", "train.threads=1", *budget]),
+        ("fair", o / f"tuned/winners/attention/{FAIR_SEEDS - 1}/{DONE}",
+         ["attnlab", "sweep", "tuned", "model=fixed,attention", f"tune.trials={FAIR_TRIALS}",
+          f"tune.seeds={FAIR_SEEDS}", *FAIR_SPACE, f"hydra.sweep.dir={o}/tuned", *run]),
+        ("fair", o / "tuned_report/index.html",
+         ["attnlab", "report", str(o / "tuned"), "--out", str(o / "tuned_report")]),
     ]  # fmt: skip
 
 
@@ -301,7 +309,34 @@ def cost_figure(out: Path) -> str:
     return lab_table(out / "cost/cost.csv", out / "cost/growth.csv")
 
 
-FIGURES = ("comparison", "lengths", "explorer", "probe", "width", "positions", "own", "cost")
+def fair_figure(out: Path) -> str:
+    """Each reader's expected best validation objective at 1, N/2 and N trials (unbiased
+    estimator, 95% bootstrap band), then the report's lines: where the curves cross and the
+    re-run winners' paired difference (attnlab.report.tuned, from the study's files)."""
+    from attnlab.report import discover_runs
+    from attnlab.report.tuned import tuned_section
+
+    root = out / "tuned"
+    section = tuned_section(root, discover_runs([root / "winners"]), {})
+    frame, study = section.frame, section.study
+    big_n = study.trials
+    ns = sorted({1, big_n // 2, big_n} - {0})
+    head = " | ".join(f"n = {n}" for n in ns)
+    lines = [f"| expected best {study.objective} % [95%], {study.sampler} search | {head} |",
+             "| --- |" + " ---: |" * len(ns)]  # fmt: skip
+    for reader in study.readers:
+        rows = frame[(frame["variant"] == reader) & (frame["estimator"] == "unbiased")]
+        rows = rows.set_index("n")
+        cells = [f"{pct(rows.loc[n, 'expected'])} [{pct(rows.loc[n, 'lo'])}, "
+                 f"{pct(rows.loc[n, 'hi'])}]" for n in ns if n in rows.index]  # fmt: skip
+        lines.append(f"| {reader} | " + " | ".join(cells) + " |")
+    return (
+        "\n".join(lines) + "\n\n" + "\n".join(f"{ln[0].upper()}{ln[1:]}." for ln in section.lines)
+    )
+
+
+FIGURES = ("comparison", "lengths", "explorer", "probe", "width", "positions", "own", "cost",
+           "fair")
 
 
 def figures(out: Path) -> dict[str, str]:
@@ -313,6 +348,7 @@ def figures(out: Path) -> dict[str, str]:
         "positions": positions_figure(out),
         "own": own_figure(out),
         "cost": cost_figure(out),
+        "fair": fair_figure(out),
     }
     assert tuple(figs) == FIGURES, tuple(figs)
     return figs

@@ -38,6 +38,7 @@ from attnlab.config.tasks import (
     ProbeTaskConfig,
     RunTaskConfig,
 )
+from attnlab.config.tune import TuneTaskConfig
 
 
 def register_configs() -> None:
@@ -47,6 +48,7 @@ def register_configs() -> None:
     cs.store(name="data_schema", node=DataTaskConfig)
     cs.store(name="probe_schema", node=ProbeTaskConfig)
     cs.store(name="cost_schema", node=CostTaskConfig)
+    cs.store(name="tune_schema", node=TuneTaskConfig)
 
 
 register_configs()

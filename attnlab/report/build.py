@@ -54,6 +54,14 @@ from attnlab.report.tables import (
     summary_md,
     summary_table,
 )
+from attnlab.report.tuned import (
+    EXPECTED_MAX_CSV,
+    StudyUnreadable,
+    expected_max_csv,
+    find_studies,
+    tuned_section,
+)
+from attnlab.report.tuned import markdown as tuned_markdown
 from attnlab.report.variants import assign_variants, bank_notes, counted, ordered_variants
 
 INDEX = "index.html"
@@ -195,6 +203,8 @@ def _is_report_file(name: str) -> bool:
     kinds = (*PLOTS, "swept")
     own = (INDEX, SUMMARY_CSV, SUMMARY_MD, COMPARISONS_CSV, PROBES_CSV, TENSORBOARD)
     own += (DATA_NEEDS_CSV,)
+    own += (EXPECTED_MAX_CSV,)
+    kinds += ("tuned",)
     return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
 
 
@@ -213,7 +223,8 @@ def _write(
 ) -> list[str]:
     """Write every file of the report into `out_dir`; returns the lines to say at once."""
     values = objectives(runs)
-    dup_notes = [*unread_runs(paths), *assign_variants(runs), *bank_notes(runs)]  # edited tables: run problems
+    # unread runs, variants and glyph banks; edited tables are run problems
+    dup_notes = [*unread_runs(paths), *assign_variants(runs), *bank_notes(runs)]
     best = best_runs(runs, values)
     agg = aggregate(runs)
     palette = colours(r.reader_name for r in runs)
@@ -254,6 +265,7 @@ def _write(
     curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
     curve_md = data_needs_markdown(curve, needs_notes)
     said = {s.train: s.findings for s in sections}
+    tuned = _tuned(out_dir, paths, runs, palette, warn)  # attnlab sweep tuned's studies
     if (probes_text := probes_csv(probe_rows)) is not None:
         write_text(out_dir / PROBES_CSV, probes_text)
     probe_lines = probes_markdown([s.probes for s in sections if s.probes is not None])
@@ -268,7 +280,7 @@ def _write(
             dup_notes,
             said,
             probe_lines + curve_md + objectives_markdown(best) + omitted_markdown(omitted)
-            + costs.markdown(),
+            + costs.markdown() + tuned_markdown(tuned),
             compared,
             compare_notes,
             METHOD,
@@ -278,20 +290,14 @@ def _write(
         paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
         explorer=ex, data_needs=curve, data_needs_notes=needs_notes,
         data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best, omitted=omitted,
-        cost=costs.html(),
+        cost=costs.html(), tuned=tuned,
     )  # fmt: skip
     write_text(out_dir / INDEX, page)
-    unpaired = []
-    if diffs.empty and compare_notes:  # nothing was paired: why, in one line
-        more = len(compare_notes) - 1
-        unpaired.append(
-            f"no paired differences: {compare_notes[0]}"
-            + (f" ({more} more reason(s) in summary.md)" if more else "")
-        )
+    unpaired = _unpaired(compare_notes) if diffs.empty else []
     return [
         *unread_runs(paths), *edited_notes(runs), *unpaired, *(o.line() for o in omitted),
-        *(b.line() for b in best),
-    ]
+        *(b.line() for b in best), *(line for t in tuned for line in t.lines),
+    ]  # fmt: skip
 
 
 def left_out(groups, agg, runs, sections, needs_drawn: bool, ex) -> list[Omitted]:
@@ -306,3 +312,32 @@ def left_out(groups, agg, runs, sections, needs_drawn: bool, ex) -> list[Omitted
         (explorer_section.SECTION, explorer_section.left_out(ex, runs)),
     ]
     return out + [Omitted(section, why) for section, why in more if why]
+
+
+def _unpaired(compare_notes: list[str]) -> list[str]:
+    """When nothing was paired: why, in one line."""
+    if not compare_notes:
+        return []
+    more = len(compare_notes) - 1
+    return [
+        f"no paired differences: {compare_notes[0]}"
+        + (f" ({more} more reason(s) in summary.md)" if more else "")
+    ]
+
+
+def _tuned(out_dir: Path, paths: list[Path], runs: list, palette: dict, warn) -> list:
+    """The sections of the ``attnlab sweep tuned`` studies under ``paths``, their plots and
+    expected_max.csv written into ``out_dir`` (report.tuned); an unreadable study is left
+    out, said through ``warn``."""
+    tuned = []
+    for root in find_studies(paths):
+        try:
+            tuned.append(tuned_section(root, runs, palette))
+        except StudyUnreadable as err:
+            if warn is not None:
+                warn(str(err))
+    for t in tuned:
+        write_bytes(out_dir / t.plot.file, t.plot.png)
+    if tuned:
+        write_text(out_dir / EXPECTED_MAX_CSV, csv_text(expected_max_csv(tuned)))
+    return tuned

@@ -92,6 +92,7 @@ def render_index(
     best: list | None = None,  # report.objectives.Best: the best run of each sweep
     omitted: list | None = None,  # report.omitted.Omitted: sections wanted but not drawn
     cost: dict[str, str] | None = None,  # report.cost: title -> HTML table
+    tuned: list | None = None,  # report.tuned.TunedSection: attnlab sweep tuned's studies
 ) -> str:
     readers = [ReaderView(r, colours[r], description(r)) for r in ordered(colours)]
     return (
@@ -122,5 +123,6 @@ def render_index(
             best=best or [],
             best_paths={b.run.path for b in best or []},
             omitted=omitted or [],
+            tuned=tuned or [],
         )
     )

@@ -1,0 +1,222 @@
+"""The report's "Equal tuning budgets" section: what ``attnlab sweep tuned`` leaves.
+
+A study's root holds ``tuned.json`` (``attnlab.tasks.tuned``): its readers, objective,
+sampler, and where each reader's trials (``study/<reader>/trials.csv``) and its best trial's
+re-runs (``winners/<reader>/``) are. From those files only:
+
+- the expected best validation objective against the number of trials n, per reader, by the
+  unbiased and Dodge's estimators with their bootstrap bands (``report.expected_max``):
+  ``expected_max.csv`` and one plot with every reader;
+- one line per other reader against the baseline reader (the registry's, as the report's
+  paired differences take it): whether and where their curves cross;
+- the re-run winners paired strip by strip (``report.compare``): A − B after equal tuning, at
+  the seen lengths, the longest seen length and the unseen lengths.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from attnlab.config import OBJECTIVES
+from attnlab.evaluation.metrics import TOTAL
+from attnlab.report.compare import CompareRefused, Side, compare
+from attnlab.report.discover import RunInfo
+from attnlab.report.expected_max import COLUMNS, crossing_line, expected_max_frame
+from attnlab.report.figures import Plot, file_name
+from attnlab.report.reader_styles import baseline, ordered
+
+MANIFEST = "tuned.json"  # attnlab.tasks.tuned.MANIFEST (the report imports no task)
+EXPECTED_MAX_CSV = "expected_max.csv"
+DASHES = {"unbiased": "-", "dodge": "--"}
+
+
+@dataclass
+class TunedStudy:
+    """One ``attnlab sweep tuned`` study, as its files say."""
+
+    root: Path
+    readers: list[str]
+    objective: str
+    maximize: bool
+    sampler: str
+    trials: int
+    scores: dict[str, list[float]]  # reader -> its complete trials' values
+    winners: dict[str, Path]  # reader -> the folder of its best trial's re-runs
+    best: dict[str, dict]  # reader -> its best trial (trial, dir, value, overrides)
+
+
+@dataclass
+class TunedSection:
+    study: TunedStudy
+    frame: pd.DataFrame  # expected_max.csv rows
+    plot: Plot
+    lines: list[str]  # the crossing lines, then the paired differences
+    diffs: pd.DataFrame = field(default_factory=pd.DataFrame)  # comparisons.csv rows
+    notes: list[str] = field(default_factory=list)
+
+
+def find_studies(paths: list[Path]) -> list[Path]:
+    """The study roots (folders holding tuned.json) at or under ``paths``."""
+    found = set()
+    for path in paths:
+        path = Path(path)
+        if (path / MANIFEST).is_file():
+            found.add(path)
+        elif path.is_dir():
+            found.update(p.parent for p in path.rglob(MANIFEST))
+    return sorted(found)
+
+
+class StudyUnreadable(Exception):
+    """A study's tuned.json or trials.csv that cannot be read, with why in one line."""
+
+
+def read_study(root: Path) -> TunedStudy:
+    try:
+        return _read_study(root)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise StudyUnreadable(f"study {root}: unreadable ({type(err).__name__}: {err})") from err
+
+
+def _read_study(root: Path) -> TunedStudy:
+    data = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    objective = str(data["objective"])
+    scores = {}
+    for reader in data["readers"]:
+        table = pd.read_csv(root / data["studies"][reader] / "trials.csv")
+        done = table[(table["state"] == "complete") & table["value"].notna()]
+        scores[reader] = [float(v) for v in done["value"] if math.isfinite(float(v))]
+    return TunedStudy(
+        root, list(data["readers"]), objective, OBJECTIVES[objective][0] == "maximize",
+        str(data["sampler"]), int(data["trials"]), scores,
+        {r: root / d for r, d in data["winners"].items()}, dict(data.get("best", {})),
+    )  # fmt: skip
+
+
+def _reference(readers: list[str]) -> str:
+    order = ordered(readers)
+    ref = baseline()
+    return ref if ref in order else order[0]
+
+
+def tuned_section(root: Path, runs: list[RunInfo], colours: dict[str, str]) -> TunedSection:
+    """The section of one study; ``runs``: the report's runs (the re-runs among them)."""
+    study = read_study(root)
+    frame = expected_max_frame(study.scores, study.maximize)
+    ref = _reference(study.readers)
+    others = [r for r in ordered(study.readers) if r != ref]
+    # A - B as the report's paired differences: the baseline reader against each other one
+    lines = [crossing_line(frame, ref, other, study.maximize) for other in others]
+    diffs, notes = [], []
+    for other in others:
+        got = _winners_diff(study, runs, ref, other)
+        if isinstance(got, str):
+            notes.append(got)
+        else:
+            diffs.append(got)
+            lines.append(_diff_line(got, ref, other))
+    plot = _plot(study, frame, colours)
+    table = pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame()
+    return TunedSection(study, frame, plot, lines, table, notes)
+
+
+def _winners_diff(study: TunedStudy, runs: list[RunInfo], a: str, b: str) -> pd.DataFrame | str:
+    """comparisons.csv rows of a's re-runs − b's (each reader's best trial, new seeds)."""
+    mine = {
+        r: [run for run in runs if _below(run.path, study.winners[r]) and not run.unsound]
+        for r in (a, b)
+    }
+    shared = [set(run.evals) for run in mine[a] + mine[b]]
+    evals = sorted(set.intersection(*shared)) if mine[a] and mine[b] else []
+    if not evals:
+        return f"{a} - {b} after equal tuning: no evaluated re-runs of both best trials yet"
+    first = mine[a][0]
+    try:
+        return compare(
+            first.train, evals[0], first.seen_lengths, Side(a, mine[a]), Side(b, mine[b])
+        )
+    except CompareRefused as err:
+        return f"{a} - {b} after equal tuning: {err}"
+
+
+def _below(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _points(row: pd.Series) -> str:
+    d, lo, hi = (100 * float(row[f"exact_diff{s}"]) for s in ("", "_lo", "_hi"))
+    return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+
+
+def _diff_line(rows: pd.DataFrame, a: str, b: str) -> str:
+    """'a − b after equal tuning: +X [lo, hi] at seen, ... at TOP, ... unseen' (exact, pp)."""
+    total = rows[rows["length"].astype(str) == TOTAL]
+    parts = []
+    seen = total[total["split"] == "seen"]
+    if not seen.empty:
+        parts.append(f"{_points(seen.iloc[0])} at seen")
+    by_length = rows[(rows["length"].astype(str) != TOTAL) & (rows["split"] == "seen")]
+    if not by_length.empty:
+        top = by_length.loc[by_length["length"].astype(int).idxmax()]
+        parts.append(f"{_points(top)} at {int(top['length'])}")
+    unseen = total[total["split"] == "unseen"]
+    if not unseen.empty:
+        parts.append(f"{_points(unseen.iloc[0])} unseen")
+    pairs = int(rows["n_pairs"].iloc[0])
+    return (
+        f"{a} − {b} after equal tuning (exact-string accuracy, points, 95% paired interval, "
+        f"{pairs} seed pair(s), eval {rows['eval'].iloc[0]}): {', '.join(parts)}"
+    )
+
+
+def _plot(study: TunedStudy, frame: pd.DataFrame, colours: dict[str, str]) -> Plot:
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    for reader in ordered(study.readers):
+        rows = frame[frame["variant"] == reader]
+        for estimator, dash in DASHES.items():
+            r = rows[rows["estimator"] == estimator]
+            colour = colours.get(reader, "0.3")
+            ax.plot(r["n"], r["expected"], dash, color=colour, marker="o", ms=3,
+                    label=f"{reader} ({estimator})")  # fmt: skip
+            if estimator == "unbiased":
+                ax.fill_between(r["n"], r["lo"], r["hi"], color=colour, alpha=0.15, lw=0)
+    ax.set_xlabel("trials n (random draws of the study's trials)")
+    best = "highest" if study.maximize else "lowest"
+    ax.set_ylabel(f"expected {best} {study.objective}")
+    n_max = int(frame["n"].max()) if not frame.empty else 1
+    ax.set_xticks(np.arange(1, n_max + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    title = f"Expected best {study.objective} against trials ({study.sampler} sampler)"
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    name = file_name("tuned", study.root.name)
+    return Plot(name, f"{title}; band: 95% bootstrap of the unbiased estimator", buf.getvalue())
+
+
+def expected_max_csv(sections: list[TunedSection]) -> pd.DataFrame:
+    """expected_max.csv of every study: its rows, with the study's root when there are more."""
+    frames = [s.frame for s in sections]
+    if len(sections) > 1:
+        frames = [s.frame.assign(study=str(s.study.root)) for s in sections]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+
+
+def markdown(sections: list[TunedSection]) -> list[str]:
+    """summary.md's lines of the section."""
+    out = []
+    for s in sections:
+        out += ["", f"## Equal tuning budgets ({s.study.root})", ""]
+        out += [*(f"- {line}" for line in [*s.lines, *s.notes]), ""]
+    return out

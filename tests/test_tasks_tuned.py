@@ -1,0 +1,237 @@
+"""``attnlab sweep tuned`` (issue #42): every reader tuned with the same budget, its best trial
+re-run with new seeds, and the report's expected best against the number of trials and the
+winners' paired difference. One real preset=tiny study (two readers x 4 trials x 2 seeds);
+the refusals before any trial, in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from attnlab.report.expected_max import dodge, unbiased
+
+pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+
+TRIALS, SEEDS = 4, 2
+# A tiny budget: the numbers mean nothing, the files and lines are what is tested.
+BUDGET = ["preset=tiny", "train.threads=1", "train.progress=plain", "hydra/launcher=basic",
+          "train.steps=6", "train.val_every=6", "eval.n=3", "eval.maps_k=0"]  # fmt: skip
+# The search space: one key every reader has, one only the attention reader has.
+AXES = ["optim.lr=interval(0.001,0.05)", "model.attn_dim=choice(8,16)"]
+
+
+def error_line(res) -> str:
+    assert res.returncode == 2, (res.stdout[-2000:], res.stderr[-2000:])
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("attnlab: error: "), res.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["model.nope=choice(1,2)"], "model.nope=choice(1,2): no reader here has model.nope"),
+        (["tune.trials=1"], "tune.trials=1: must be >= 2"),
+        (["tune.first_seed=0"], "include the trials' seed(s) [0]; choose a tune.first_seed"),
+        (["seed=choice(3,4)", "tune.first_seed=4"], "include the trials' seed(s) [4]"),
+        (["tune.sampler=grid"], "tune.sampler='grid': must be one of random, tpe"),
+        (["model=fixed"], "name two or more"),
+        (["tune.trails=3"], "config: Could not override 'tune.trails'"),  # a misspelt key
+        (["hydra/sweeper=optuna"], "sets the sweeper itself (tune.sampler, tune.trials)"),
+    ],
+)
+def test_what_cannot_be_studied_fairly_is_refused_in_one_line(attnlab_run, tmp_path, args, said):
+    base = ["model=fixed,attention", *BUDGET, AXES[0], f"hydra.sweep.dir={tmp_path / 'study'}"]
+    base = [a for a in base if not (a.startswith("model=") and any(
+        b.startswith("model=") for b in args))]  # fmt: skip
+    res = attnlab_run("sweep", "tuned", *base, *args, cwd=tmp_path)
+    assert said in error_line(res)
+    assert not (tmp_path / "study").exists()  # nothing ran, nothing written
+
+
+def test_the_trials_budget_and_the_re_runs_seeds_are_their_own():
+    from attnlab.tasks.tuned import plan, rerun_args, study_args
+
+    p = plan(["model=fixed,attention", "preset=tiny", "seed=7", "train.steps=9", "tune.steps=3",
+              "tune.seeds=2", *AXES])  # fmt: skip
+    trial = study_args(p, "fixed")
+    assert "train.steps=3" in trial and "train.steps=9" not in trial  # tune.steps: the trials'
+    assert not any(a.startswith("model.attn_dim=") for a in trial)  # fixed lacks it
+    assert "hydra.sweeper.n_trials=12" in trial and "hydra/sweeper/sampler=random" in trial
+    best = {"overrides": ["optim.lr=0.003", "model=fixed", "seed=7", "train.steps=3"]}
+    again = rerun_args(p, "fixed", best)
+    assert "train.steps=9" in again and "optim.lr=0.003" in again
+    assert [a for a in again if a.startswith("seed=")] == ["seed=1,2"]  # not the trials' 7
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, attnlab_run):
+    cwd = tmp_path_factory.mktemp("tuned")
+    root = cwd / "study"
+    res = attnlab_run(
+        "sweep", "tuned", "model=fixed,attention", f"tune.trials={TRIALS}",
+        f"tune.seeds={SEEDS}", *BUDGET, *AXES, f"hydra.sweep.dir={root}", cwd=cwd,
+    )  # fmt: skip
+    assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
+    report = attnlab_run("report", str(root), "--out", str(cwd / "report"), cwd=cwd)
+    assert report.returncode == 0, report.stderr[-3000:]
+    return res, root, report, cwd / "report"
+
+
+def trials(root: Path, reader: str) -> pd.DataFrame:
+    return pd.read_csv(root / "study" / reader / "trials.csv", dtype={"dir": str})
+
+
+def config(run: Path) -> dict:
+    return yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+
+
+@pytest.mark.slow
+def test_every_reader_gets_the_same_budget_and_sampler(study):
+    res, root, _, _ = study
+    readers = ["fixed", "attention"]
+    assert res.stdout.count("has no model.attn_dim") == 1  # said once, for the reader lacking it
+    assert "model=fixed has no model.attn_dim" in res.stdout
+    assert "sampler random (Optuna, seed 0)" in res.stdout
+    for reader in readers:
+        table = trials(root, reader)
+        assert list(table.trial) == list(range(TRIALS)) and set(table.state) == {"complete"}
+        for row in table.itertuples():
+            trial = root / "study" / reader / row.dir
+            cfg = config(trial)
+            assert (cfg["model"]["name"], cfg["train"]["steps"], cfg["seed"]) == (reader, 6, 0)
+            assert cfg["train"]["objective"] == "val_exact"
+            hydra = yaml.safe_load((trial / ".hydra" / "hydra.yaml").read_text())["hydra"]
+            sampler = hydra["sweeper"]["sampler"]
+            assert sampler["_target_"].endswith("RandomSampler") and sampler["seed"] == 0
+            assert hydra["sweeper"]["n_trials"] == TRIALS
+            assert ("model.attn_dim=" in row.overrides) == (reader == "attention")
+    # The same seeded sampler: the first trial of each study draws the same learning rate.
+    lrs = [config(root / "study" / r / trials(root, r).dir[0])["optim"]["lr"] for r in readers]
+    assert lrs[0] == pytest.approx(lrs[1])
+
+
+@pytest.mark.slow
+def test_each_best_trial_is_re_run_with_new_seeds(study):
+    _, root, _, _ = study
+    manifest = json.loads((root / "tuned.json").read_text())
+    for reader in ("fixed", "attention"):
+        table = trials(root, reader)
+        best = table.sort_values(["value", "trial"], ascending=[False, True]).iloc[0]
+        assert manifest["best"][reader]["trial"] == best.trial
+        won = config(root / "study" / reader / best.dir)
+        runs = sorted((root / "winners" / reader).glob("*/.hydra/config.yaml"))
+        assert len(runs) == SEEDS
+        seeds = set()
+        for path in runs:
+            cfg = yaml.safe_load(path.read_text())
+            seeds.add(cfg["seed"])
+            assert cfg["optim"]["lr"] == pytest.approx(won["optim"]["lr"])
+            assert cfg["model"].get("attn_dim") == won["model"].get("attn_dim")
+            assert list(path.parents[1].glob("eval/*/readings.csv"))  # on the test strips
+        assert seeds == {1, 2}  # never the trials' seed 0
+
+
+def _mean_correct(run: Path, lengths: set[int]) -> float:
+    (readings,) = run.glob("eval/*/readings.csv")
+    r = pd.read_csv(readings, dtype={"truth": str, "reading": str})
+    r = r[r["length"].isin(lengths)]
+    return float(r["correct"].astype(str).str.lower().eq("true").mean())
+
+
+@pytest.mark.slow
+def test_the_report_draws_the_curves_and_pairs_the_winners(study):
+    _, root, report, out = study
+    frame = pd.read_csv(out / "expected_max.csv")
+    assert list(frame.columns) == ["variant", "n", "estimator", "expected", "lo", "hi"]
+    for reader in ("fixed", "attention"):
+        values = trials(root, reader).value.tolist()
+        for name, estimator in (("unbiased", unbiased), ("dodge", dodge)):
+            rows = frame[(frame.variant == reader) & (frame.estimator == name)]
+            assert rows.n.tolist() == list(range(1, TRIALS + 1))
+            assert rows.expected.tolist() == pytest.approx(estimator(values))
+            assert (rows.lo <= rows.expected + 1e-12).all() and (
+                rows.expected <= rows.hi + 1e-12
+            ).all()
+    page = (out / "index.html").read_text()
+    summary = (out / "summary.md").read_text()
+    crossing = next(ln for ln in report.stdout.splitlines() if "expected-best curves" in ln)
+    assert " cross " in crossing or "do not cross" in crossing or "are equal" in crossing
+    assert crossing in summary and "Equal tuning budgets" in page
+    assert list(out.glob("tuned_*.png"))
+    line = next(ln for ln in report.stdout.splitlines() if "after equal tuning" in ln)
+    assert line.startswith("attention − fixed after equal tuning")
+    assert line in summary
+    # The seen total recomputed from the winners' own readings: mean over seed pairs.
+    seen = set(config(next((root / "winners" / "fixed").glob("*/")))["data"]["train_lengths"])
+    seen = set(range(min(seen), max(seen) + 1))
+    diffs = []
+    for seed in (1, 2):
+        a, b = (
+            next(p.parent.parent for p in (root / "winners" / r).glob("*/.hydra/config.yaml")
+                 if yaml.safe_load(p.read_text())["seed"] == seed)
+            for r in ("attention", "fixed")
+        )  # fmt: skip
+        diffs.append(_mean_correct(a, seen) - _mean_correct(b, seen))
+    expect = 100 * sum(diffs) / len(diffs)
+    assert f"{expect:+.1f} [" in line.split(": ", 1)[1].split(" at seen")[0]
+    assert f"at {max(seen)}," in line and line.endswith("unseen")
+
+
+@pytest.mark.slow
+def test_the_lab_steps_figure_comes_from_the_studys_files(study, tmp_path):
+    import importlib.util
+
+    _, root, report, _ = study
+    path = Path(__file__).resolve().parents[1] / "scripts" / "lab_figures.py"
+    spec = importlib.util.spec_from_file_location("lab_figures_tuned", path)
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    (tmp_path / "tuned").symlink_to(root)  # the walkthrough's folder layout: lab/tuned
+    figure = lab.fair_figure(tmp_path)
+    assert "fair" in lab.FIGURES
+    for reader in ("fixed", "attention"):
+        expected = unbiased(trials(root, reader).value.tolist())
+        row = next(ln for ln in figure.splitlines() if ln.startswith(f"| {reader} |"))
+        cells = [c.split(" [")[0] for c in row.strip("|").split("|")[1:]]
+        want = [lab.pct(expected[n - 1]) for n in (1, TRIALS // 2, TRIALS)]
+        assert [c.strip() for c in cells] == want
+    said = [ln for ln in report.stdout.splitlines() if "curves" in ln or "equal tuning" in ln]
+    assert len(said) == 2
+    for line in said:  # the report's own lines, as sentences
+        assert f"{line[0].upper()}{line[1:]}." in figure
+
+
+@pytest.mark.slow
+def test_the_same_command_resumes_a_stopped_study(study, attnlab_run):
+    # Stopped before the study's end: no trials.csv yet. Asked again, the seeded sampler draws
+    # the same trials, each finds its run complete (nothing trains), and the re-runs are kept.
+    res, root, _, _ = study
+    before = trials(root, "fixed")
+    checkpoints = {p: p.stat().st_mtime_ns for p in (root / "study").rglob("*.pt")}
+    (root / "study" / "fixed" / "trials.csv").unlink()
+    again = attnlab_run(
+        "sweep", "tuned", "model=fixed,attention", f"tune.trials={TRIALS}",
+        f"tune.seeds={SEEDS}", *BUDGET, *AXES, f"hydra.sweep.dir={root}", cwd=root.parent,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    pd.testing.assert_frame_equal(trials(root, "fixed"), before)
+    assert {p: p.stat().st_mtime_ns for p in checkpoints} == checkpoints  # none trained again
+    assert f"model=attention: study complete in {root / 'study' / 'attention'}" in again.stdout
+    for reader in ("fixed", "attention"):
+        assert f"model={reader}: best trial's re-runs complete" in again.stdout
+
+
+def test_a_study_without_its_trials_is_unreadable_in_one_line(tmp_path):
+    from attnlab.report.tuned import StudyUnreadable, read_study
+
+    manifest = {"readers": ["fixed", "attention"], "objective": "val_exact", "trials": 4,
+                "sampler": "random", "studies": {"fixed": "study/fixed",
+                "attention": "study/attention"}, "winners": {}}  # fmt: skip
+    (tmp_path / "tuned.json").write_text(json.dumps(manifest))
+    with pytest.raises(StudyUnreadable, match=r"unreadable \(FileNotFoundError: .*trials.csv"):
+        read_study(tmp_path)
