@@ -335,8 +335,17 @@ def fair_figure(out: Path) -> str:
     )
 
 
-FIGURES = ("comparison", "lengths", "explorer", "probe", "width", "positions", "own", "cost",
-           "fair")
+FIGURES = (
+    "comparison",
+    "lengths",
+    "explorer",
+    "probe",
+    "width",
+    "positions",
+    "own",
+    "cost",
+    "fair",
+)
 
 
 def figures(out: Path) -> dict[str, str]:

@@ -159,8 +159,6 @@ def api_words(message: str) -> str:
     return f"compare(res, a, b): {rest}"
 
 
-
-
 def integer_lengths(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with ``length`` as integers (``Int64``) and, right after it, ``total``: True
     on a split's total row (``length`` "all" in the files), whose ``length`` is <NA>."""

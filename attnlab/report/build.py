@@ -279,8 +279,12 @@ def _write(
             tables,
             dup_notes,
             said,
-            probe_lines + curve_md + objectives_markdown(best) + omitted_markdown(omitted)
-            + costs.markdown() + tuned_markdown(tuned),
+            probe_lines
+            + curve_md
+            + objectives_markdown(best)
+            + omitted_markdown(omitted)
+            + costs.markdown()
+            + tuned_markdown(tuned),
             compared,
             compare_notes,
             METHOD,
