@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import hashlib
 import io
 import json
 import os
@@ -176,3 +177,8 @@ def atomic_dir(final: Path | str, write: Callable[[Path], None]) -> Path:
         shutil.rmtree(final)
     work.rename(final)
     return final
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, in hex."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 
 import attnlab
-from attnlab.data.folder import export_folder
+from attnlab.data.export import export_folder
 from attnlab.data.strips import StripSynth
 from attnlab.report import build_report
 

@@ -5,7 +5,8 @@ import torch
 from PIL import Image
 
 from attnlab.config import DataConfig
-from attnlab.data.folder import export_folder, load_folder, load_image
+from attnlab.data.export import export_folder
+from attnlab.data.folder import load_folder, load_image
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
 

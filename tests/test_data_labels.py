@@ -10,7 +10,8 @@ from helpers.images import strip_png
 from helpers.readers import tiny_config
 from PIL import Image, ImageOps
 
-from attnlab.data.folder import export_folder, read_labels
+from attnlab.data.export import export_folder
+from attnlab.data.folder import read_labels
 from attnlab.data.sources import check_charset, open_source
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError

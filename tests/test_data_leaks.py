@@ -18,7 +18,7 @@ from helpers.readers import tiny_config
 from PIL import Image, ImageOps
 
 from attnlab.data.dedup import image_key
-from attnlab.data.folder import export_folder
+from attnlab.data.export import export_folder
 from attnlab.data.source_train import load_labelled
 from attnlab.data.sources import decode_all, export_lmdb, open_source
 from attnlab.data.split import held_out

@@ -12,7 +12,7 @@ import torch
 from helpers.readers import tiny_config
 from PIL import Image
 
-from attnlab.data.folder import export_folder
+from attnlab.data.export import export_folder
 from attnlab.data.source_train import SourceStream
 from attnlab.data.sources import decode_all, open_source
 from attnlab.data.split import held_out

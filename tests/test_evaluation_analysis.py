@@ -23,7 +23,7 @@ from attnlab.evaluation.metrics import per_length_table
     "truth, reading, mode",
     [
         ("12345", "12345", "correct"),
-        # skipped a digit: one left out, not the last, everything else right
+        # skipped a digit: one missing, not the last, everything else right
         ("12345", "1235", "skipped_digit"),
         ("12345", "2345", "skipped_digit"),  # the first glyph left out
         # stopped short: fewer digits otherwise, whatever else is wrong

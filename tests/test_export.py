@@ -43,7 +43,7 @@ def strip_files(tmp_path_factory) -> list[Path]:
     import torch
     from helpers.readers import tiny_config
 
-    from attnlab.data.folder import export_folder
+    from attnlab.data.export import export_folder
     from attnlab.data.strips import StripSynth
 
     root = tmp_path_factory.mktemp("strips")

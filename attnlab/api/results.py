@@ -12,6 +12,7 @@ from attnlab.errors import UserError
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.compare import CompareRefused, readings
+from attnlab.report.cost import variant_costs, with_cost
 from attnlab.report.discover import (
     ReportError,
     RunInfo,
@@ -119,6 +120,7 @@ def results(*paths: Path | str) -> Results:
     summary = aggregate(infos)
     groups = train_groups(infos, summary)
     metrics = integer_lengths(long_frame(infos, None))
+    summary = with_cost(summary, variant_costs(infos)[0])  # as summary.csv: what each costs
     return Results(
         roots, _run_rows(infos), metrics, integer_lengths(summary), _reading_rows(groups, notes),
         notes, infos, groups,

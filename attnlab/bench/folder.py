@@ -52,7 +52,7 @@ def export(data: Any, folder: Path, n: int) -> None:
     """``n`` strips of lengths 1-8 (in turn), seed 0, as PNGs and labels.csv."""
     import torch
 
-    from attnlab.data.folder import export_folder
+    from attnlab.data.export import export_folder
     from attnlab.data.strips import StripSynth
 
     lengths = torch.arange(n) % 8 + 1

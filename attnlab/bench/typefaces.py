@@ -99,7 +99,7 @@ def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], se
     import torch
 
     from attnlab.config import DataConfig
-    from attnlab.data.folder import export_folder
+    from attnlab.data.export import export_folder
     from attnlab.data.strips import StripSynth
 
     synth = StripSynth(DataConfig(fonts=fonts, **lab_variation()))

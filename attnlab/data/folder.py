@@ -23,7 +23,6 @@ import torch
 from attnlab.data.dedup import short
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
-from attnlab.io import atomic_write, csv_rows, write_text
 
 LABELS = "labels.csv"
 TALL = 4.0  # height / width above which an image is not a row of digits
@@ -372,50 +371,3 @@ def load_folder(
     labels = [row[1] for row in rows]
     spans = torch.zeros(len(rows), max(len(s) for s in labels), 2, dtype=torch.long)
     return pad_strips(images, labels, spans), [row[0] for row in rows]
-
-
-def export_folder(batch: StripBatch, out: Path | str, force: bool = False) -> Path:
-    """Write strips as PNG files (cropped to their width) plus labels.csv. Files of an
-    earlier export are refused before anything is written, unless ``force``: then they are
-    replaced, and those this export does not write again are removed once its labels.csv is
-    written, so the folder holds exactly what labels.csv lists (``_earlier_export``)."""
-    from PIL import Image
-
-    out = Path(out)
-    digits = len(str(len(batch)))
-    names = [f"strip_{i:0{digits}d}_{label}.png" for i, label in enumerate(batch.labels)]
-    taken = [n for n in [LABELS, *names] if (out / n).exists()]
-    stale = _earlier_export(out) - {LABELS, *names} if force else set()
-    if taken and not force:
-        raise UserError(
-            f"export.out={out}: {taken[0]} exists (an earlier export?); choose another folder "
-            f"or add --force to replace its files"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for i, (label, name) in enumerate(zip(batch.labels, names, strict=True)):
-        pixels = batch.images[i, :, : int(batch.widths[i])].numpy()
-        image = Image.fromarray(np.round(pixels * 255).astype(np.uint8), mode="L")
-        atomic_write(out / name, lambda p, im=image: im.save(p, format="PNG"))
-        rows.append([name, label])
-    write_text(out / LABELS, csv_rows(["filename", "label"], rows))
-    for name in sorted(stale):
-        (out / name).unlink(missing_ok=True)
-    return out
-
-
-def _earlier_export(out: Path) -> set[str]:
-    """The files an earlier export left in ``out``: those its labels.csv lists (plain names,
-    no sub-folders), its strips by their names (``strip_<i>_<label>.png``, also when its
-    labels.csv is gone) and an LMDB's data.mdb and lock.mdb. Anything else is not ours."""
-    if not out.is_dir():
-        return set()
-    found = {p.name for p in out.glob("strip_*_*.png") if p.is_file()}
-    found |= {n for n in ("data.mdb", "lock.mdb") if (out / n).is_file()}
-    try:
-        listed = list(csv.reader(labels_text(out / LABELS).splitlines()))[1:]
-    except (OSError, UserError, csv.Error):
-        return found
-    return found | {
-        row[0] for row in listed if row and "/" not in row[0] and (out / row[0]).is_file()
-    }

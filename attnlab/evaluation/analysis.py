@@ -18,12 +18,12 @@ FAILURE_MODES = ("skipped_digit", "stopped_short", "ran_long", "misread", "other
 # and readings.csv's `mode`): their shares are recomputed from readings.csv (report.failures).
 OLD_FAILURE_MODES = ("stopped_early", "skipped_ahead", "misread", "other_error")
 FAILURE_LEGEND = {
-    "skipped_digit": "one digit left out, not the last, everything else right",
+    "skipped_digit": "one digit missing, not the last, everything else right",
     "stopped_short": "fewer digits than the truth otherwise (the reading ended before the "
     "strip's digits did; digits it read may be wrong too)",
     "ran_long": "more digits than the truth (digits it read may be wrong too)",
     "misread": "the right number of digits, some wrong, each in its place (substitutions only)",
-    "other": "the right number of digits, but shifted: a digit left out and another added is "
+    "other": "the right number of digits, but shifted: a digit dropped and another added is "
     "cheaper than substituting in place",
 }
 

@@ -230,25 +230,7 @@ def _write(
     palette = colours(r.reader_name for r in runs)
     groups = train_groups(runs, agg)
     diffs, compare_notes = comparisons(groups, compare_pair, warn)
-    sections, probe_rows = [], []
-    for group in groups:
-        plots = draw_plots(group, palette)
-        for p in (p for kind in plots.values() for p in kind):
-            write_bytes(out_dir / p.file, p.png)
-        table = summary_table(group) if not group.agg.empty else None
-        probes, rows = probe_section(group)
-        probe_rows.append(rows)
-        sections.append(
-            Section(
-                group.train,
-                plots,
-                table,
-                gallery(group),
-                findings(group),
-                probes,
-                calibration(group),
-            )  # fmt: skip
-        )
+    sections, probe_rows = _sections(groups, palette, out_dir)
     swept = swept_plots(agg, counted(runs), palette)
     for p in swept:
         write_bytes(out_dir / p.file, p.png)
@@ -302,6 +284,31 @@ def _write(
         *unread_runs(paths), *edited_notes(runs), *unpaired, *(o.line() for o in omitted),
         *(b.line() for b in best), *(line for t in tuned for line in t.lines),
     ]  # fmt: skip
+
+
+def _sections(groups: list[TrainGroup], palette: dict, out_dir: Path) -> tuple[list, list]:
+    """One section of the page per training range, its plots written into ``out_dir``; and
+    each range's probe rows (probes.csv)."""
+    sections, probe_rows = [], []
+    for group in groups:
+        plots = draw_plots(group, palette)
+        for p in (p for kind in plots.values() for p in kind):
+            write_bytes(out_dir / p.file, p.png)
+        table = summary_table(group) if not group.agg.empty else None
+        probes, rows = probe_section(group)
+        probe_rows.append(rows)
+        sections.append(
+            Section(
+                group.train,
+                plots,
+                table,
+                gallery(group),
+                findings(group),
+                probes,
+                calibration(group),
+            )  # fmt: skip
+        )
+    return sections, probe_rows
 
 
 def left_out(groups, agg, runs, sections, needs_drawn: bool, ex) -> list[Omitted]:

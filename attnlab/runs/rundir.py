@@ -30,7 +30,6 @@ Layout of a run directory::
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import re
@@ -39,7 +38,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from attnlab.io import PARTIAL, write_json, write_text
+from attnlab.io import PARTIAL, file_digest, write_json, write_text
 from attnlab.runs.runlock import RunLock
 
 CONFIG = Path(".hydra") / "config.yaml"
@@ -109,9 +108,7 @@ class TrainMetrics:
     best: dict[str, Any]
     threads: list[int] | None = None  # the CPU thread counts used, in order (thread_policy)
     device: str | None = None  # e.g. cpu, cuda:0 [GPU 1] (the CUDA_VISIBLE_DEVICES it was given)
-    # train.patience ended it before train.steps: {"step", "patience", "measure", "best_step",
-    # "best"}; None: it trained to train.steps
-    stopped_early: dict[str, Any] | None = None
+    stopped_early: dict[str, Any] | None = None  # train.patience's stop: step, best_step, ...
     drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
 
 
@@ -134,12 +131,6 @@ class EvalMeta:
     folder: str | None = None
     n_per_length: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes, in hex."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def load_json(path: Path) -> dict[str, Any]:

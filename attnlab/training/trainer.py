@@ -4,10 +4,9 @@ The ``Trainer`` owns the loop; the run directory around it (lock, status, ``.hyd
 thread count) is the session's (``attnlab.training.session``), which checks the config once
 and hands the trainer what it needs when it builds it. ``Trainer`` writes nothing while it is
 built (an existing run's checkpoint is loaded first), so a refused command leaves the run
-directory as it was. Its loop
-offers hooks to whoever drives it (the benchmark): ``on_step`` after every step, and the
-data stream as a parameter (``stream=``); ``timer`` sums the seconds spent drawing batches
-and in the step itself.
+directory as it was. Its loop offers hooks to whoever drives it (the benchmark): ``on_step``
+after every step, the data stream as a parameter (``stream=``); ``timer`` sums the seconds
+spent drawing batches and in the step itself.
 """
 
 from __future__ import annotations
@@ -112,8 +111,7 @@ class Trainer:
         """The reader (seeded), its frozen parts, its optimiser and learning-rate schedule."""
         cfg, t = self.cfg, self.cfg.train
         torch.manual_seed(cfg.seed)
-        self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset)
-        self.model = self.model.to(self.device)
+        self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset).to(self.device)
         self.params = count_parameters(self.model)
         # train.freeze: those parts get no gradient and no optimiser state (training.freeze)
         names = check_freeze(getattr(t, "freeze", None), self.model, self.model.name)

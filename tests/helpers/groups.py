@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.data.folder import export_folder
+from attnlab.data.export import export_folder
 from attnlab.data.sources import export_lmdb
 from attnlab.data.strips import StripBatch, StripSynth
 from helpers.readers import tiny_config
