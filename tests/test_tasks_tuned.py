@@ -162,6 +162,9 @@ def test_the_report_draws_the_curves_and_pairs_the_winners(study):
     crossing = next(ln for ln in report.stdout.splitlines() if "expected-best curves" in ln)
     assert " cross " in crossing or "do not cross" in crossing or "are equal" in crossing
     assert crossing in summary and "Equal tuning budgets" in page
+    # The trials train and validate only: none is listed as a run without an evaluation.
+    bad = summary.split("## Incomplete or failed runs", 1)[1]
+    assert "/study/" not in bad.split("\n## ", 1)[0]
     assert list(out.glob("tuned_*.png"))
     line = next(ln for ln in report.stdout.splitlines() if "after equal tuning" in ln)
     assert line.startswith("attention − fixed after equal tuning")

@@ -116,6 +116,9 @@ def results(*paths: Path | str) -> Results:
             f"no runs found under {', '.join(str(p) for p in roots)}"
             + (f" ({unread})" if unread else "")
         )
+    from attnlab.report.tuned import find_studies, trials_train_only
+
+    trials_train_only(infos, find_studies(roots))  # as the report: a trial is not evaluated
     notes = [*unread_runs(roots), *edited_notes(infos), *assign_variants(infos)]
     summary = aggregate(infos)
     groups = train_groups(infos, summary)

@@ -59,6 +59,7 @@ from attnlab.report.tuned import (
     StudyUnreadable,
     expected_max_csv,
     find_studies,
+    trials_train_only,
     tuned_section,
 )
 from attnlab.report.tuned import markdown as tuned_markdown
@@ -222,6 +223,7 @@ def _write(
     warn: Callable[[str], object] | None,
 ) -> list[str]:
     """Write every file of the report into `out_dir`; returns the lines to say at once."""
+    trials_train_only(runs, find_studies(paths))
     values = objectives(runs)
     # unread runs, variants and glyph banks; edited tables are run problems
     dup_notes = [*unread_runs(paths), *assign_variants(runs), *bank_notes(runs)]

@@ -44,6 +44,8 @@ _SKIP_DIRS = {EVAL, CHECKPOINTS, TB, "report", "__pycache__", "node_modules"}
 SWEEP_MARKER = "multirun.yaml"  # Hydra writes it at the top of a multirun directory
 T = TypeVar("T")
 
+NO_EVALUATION = "no evaluation"  # a run problem: nothing of it can be reported
+
 
 class ReportError(Exception):
     """A user error while building a report (nothing to report, a path that does not exist)."""
@@ -275,7 +277,7 @@ def _read_evals(run: RunDir, info: RunInfo) -> None:
         name = partial.name.removeprefix(".").rsplit(".", 1)[0]
         info.problems.append(f"eval/{name}: partial (being written or killed)")
     if not info.evals and not any(p.startswith(f"{EVAL}/") for p in info.problems):
-        info.problems.append("no evaluation")
+        info.problems.append(NO_EVALUATION)
 
 
 def current_meta(result, best_step: int | None):

@@ -28,12 +28,13 @@ from matplotlib.figure import Figure
 from attnlab.config import OBJECTIVES
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.compare import CompareRefused, Side, compare
-from attnlab.report.discover import RunInfo
+from attnlab.report.discover import NO_EVALUATION, RunInfo
 from attnlab.report.expected_max import COLUMNS, crossing_line, expected_max_frame
 from attnlab.report.figures import Plot, file_name
 from attnlab.report.reader_styles import baseline, ordered
 
 MANIFEST = "tuned.json"  # attnlab.tasks.tuned.MANIFEST (the report imports no task)
+STUDY = "study"  # attnlab.tasks.tuned.STUDY: ROOT/study/<reader>/<trial>/
 EXPECTED_MAX_CSV = "expected_max.csv"
 DASHES = {"unbiased": "-", "dodge": "--"}
 
@@ -73,6 +74,15 @@ def find_studies(paths: list[Path]) -> list[Path]:
         elif path.is_dir():
             found.update(p.parent for p in path.rglob(MANIFEST))
     return sorted(found)
+
+
+def trials_train_only(runs: list[RunInfo], roots: list[Path]) -> None:
+    """A study's trials train and validate only (the sweeper's objective is the validation;
+    the winners are the ones evaluated): "no evaluation" is not a problem of theirs."""
+    studies = {(root / STUDY).resolve() for root in roots}
+    for run in runs:
+        if run.path.resolve().parent.parent in studies and NO_EVALUATION in run.problems:
+            run.problems.remove(NO_EVALUATION)
 
 
 class StudyUnreadable(Exception):
