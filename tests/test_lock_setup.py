@@ -39,7 +39,12 @@ def test_the_readme_activates_the_environment_before_the_first_attnlab_command()
     first = next(i for i, line in enumerate(lines) if line.startswith("attnlab "))
     assert lines.index(ACTIVATE) < first, lines
     # `make demo` says it too, as its last line.
-    dry = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True)
+    outer = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")  # under `make test`: no make[1] lines
+    env = {k: v for k, v in os.environ.items() if k not in outer}
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "demo"], cwd=ROOT, env=env,
+        capture_output=True, text=True,
+    )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     said = subprocess.run(["bash", "-c", dry.stdout.strip().splitlines()[-1]],
                           capture_output=True, text=True)  # fmt: skip
