@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers.runs import checksums, lost, one_line_error, unchanged
+from helpers.runs import checksums, evaluated_copies, lost, one_line_error, unchanged
 
 
 def export(attnlab_run, folder: Path, n: int, cwd: Path, *extra: str) -> None:
@@ -72,15 +72,7 @@ def test_two_folders_of_one_name_get_two_evaluations_and_both_reach_the_report(
 @pytest.fixture(scope="module")
 def evaluated(trained, tmp_path_factory, attnlab_run) -> dict[str, Path]:
     """Both tiny runs copied and evaluated once (eval.n=4)."""
-    root = tmp_path_factory.mktemp("evaluated")
-    out = {}
-    for kind, run in trained.items():
-        dest = root / kind
-        shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".lock"))
-        res = attnlab_run("eval", dest, "eval.n=4", "eval.n_boot=0", cwd=root)
-        assert res.returncode == 0, res.stderr
-        out[kind] = dest
-    return out
+    return evaluated_copies(trained, tmp_path_factory.mktemp("evaluated"), attnlab_run)
 
 
 @pytest.mark.parametrize("bad", ["NaN", "abc", "inf", ""])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers.runs import evaluated_copies
 
 import attnlab
 from attnlab.runs.rundir import DIGESTS
@@ -21,16 +22,9 @@ EVAL = "synthetic-greedy"
 @pytest.fixture(scope="module")
 def evaluated(trained, tmp_path_factory, attnlab_run) -> dict[str, Path]:
     """Both tiny runs copied and evaluated once (few strips)."""
-    root = tmp_path_factory.mktemp("evaluated")
-    out = {}
-    for kind, run in trained.items():
-        dest = root / kind
-        shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".lock"))
-        res = attnlab_run("eval", dest, "eval.n=4", "eval.n_boot=0", "eval.explore_n=0",
-                          cwd=root)  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        out[kind] = dest
-    return out
+    return evaluated_copies(
+        trained, tmp_path_factory.mktemp("evaluated"), attnlab_run, "eval.explore_n=0"
+    )
 
 
 def _copy(run: Path, dest: Path, seed: int = 0) -> Path:

@@ -32,9 +32,8 @@ from attnlab.report.discover import NO_EVALUATION, RunInfo
 from attnlab.report.expected_max import COLUMNS, crossing_line, expected_max_frame
 from attnlab.report.figures import Plot, file_name
 from attnlab.report.reader_styles import baseline, ordered
+from attnlab.runs.studydir import MANIFEST, STUDY
 
-MANIFEST = "tuned.json"  # attnlab.tasks.tuned.MANIFEST (the report imports no task)
-STUDY = "study"  # attnlab.tasks.tuned.STUDY: ROOT/study/<reader>/<trial>/
 EXPECTED_MAX_CSV = "expected_max.csv"
 DASHES = {"unbiased": "-", "dodge": "--"}
 

@@ -33,9 +33,8 @@ from omegaconf import OmegaConf
 from attnlab.config.tune import TuneConfig
 from attnlab.errors import UserError, one_line
 from attnlab.io import atomic_write
+from attnlab.runs.studydir import MANIFEST, STUDY, WINNERS
 
-MANIFEST = "tuned.json"
-STUDY, WINNERS = "study", "winners"
 PROG = "attnlab sweep tuned"
 DEFAULT_OBJECTIVE = "val_exact"
 _ABSENT = object()

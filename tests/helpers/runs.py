@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -256,3 +257,16 @@ def write_sweep(sweep: Path, jobs: list[dict]) -> Path:
     for i, job in enumerate(jobs):
         write_run(sweep / str(i), **job)
     return sweep
+
+
+def evaluated_copies(trained: dict, root: Path, run_cli, *overrides: str) -> dict[str, Path]:
+    """Each of the session's tiny runs copied under ``root`` and evaluated once (eval.n=4,
+    no bootstrap; ``overrides`` added), by kind."""
+    out = {}
+    for kind, run in trained.items():
+        dest = root / kind
+        shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".lock"))
+        res = run_cli("eval", dest, "eval.n=4", "eval.n_boot=0", *overrides, cwd=root)
+        assert res.returncode == 0, res.stderr
+        out[kind] = dest
+    return out
