@@ -263,3 +263,60 @@ def test_export_as_lmdb_reads_back_as_the_folder_export(tmp_path, attnlab_cli):
     ca, cb = decode_all(a, 32, True), decode_all(b, 32, True)
     assert all(torch.equal(x, y) for x, y in zip(ca.images, cb.images, strict=True))
     assert not list(tmp_path.glob(".*partial"))
+
+
+def _dot(h: int = 32, w: int = 64, at: tuple[int, int] = (16, 30)) -> torch.Tensor:
+    ink = torch.zeros(1, h, w)
+    ink[0, at[0] - 1 : at[0] + 2, at[1] - 1 : at[1] + 2] = 1.0  # a 3 x 3 blot
+    return ink
+
+
+def _centre(ink: torch.Tensor) -> torch.Tensor:
+    ys, xs = torch.meshgrid(torch.arange(ink.shape[0]), torch.arange(ink.shape[1]), indexing="ij")
+    m = ink.sum()
+    return torch.stack([(ink * ys).sum() / m, (ink * xs).sum() / m])
+
+
+@pytest.mark.parametrize("elastic", [0.5, 1.5, 3.0])
+def test_the_elastic_warp_of_real_strips_moves_ink_at_most_elastic_px(elastic):
+    from attnlab.data.augment import warp
+
+    moved = []
+    for seed in range(40):
+        out = warp(_dot().clone(), elastic, torch.Generator().manual_seed(seed))[0]
+        shift = _centre(out) - torch.tensor([16.0, 30.0])
+        assert float(shift.abs().max()) <= elastic + 0.05, (seed, shift)
+        assert 0.4 * 9 < float(out.sum()) < 2.0 * 9  # the blot kept (bent: squeezed or spread)
+        moved.append(float(shift.abs().max()))
+    assert max(moved) > 0.4 * elastic  # it does move ink, in x as well as y
+    xs = [float((_centre(warp(_dot().clone(), elastic, torch.Generator().manual_seed(s))[0])
+                 - torch.tensor([16.0, 30.0]))[1].abs()) for s in range(40)]  # fmt: skip
+    assert max(xs) > 0.3 * elastic
+
+
+def test_the_real_strips_warp_is_drawn_only_when_on_and_is_seeded(fifty):
+    """data.elastic=0 leaves every batch of a folder stream as it was (no draw is added);
+    on, the batches change and repeat for a seed; padded columns stay paper."""
+    d = tiny_config("attention").data
+
+    def replace(data, **keys):
+        out = data.copy()
+        for k, v in keys.items():
+            setattr(out, k, v)
+        return out
+
+    cache = decode_all(open_source(fifty["folder"]), d.height, d.crop)
+
+    def batches(data):
+        s = SourceStream(cache, 16, seed=3, data=data)
+        return [s.next() for _ in range(3)]
+
+    plain, off = batches(d), batches(replace(d, elastic=0.0))
+    on, again = batches(replace(d, elastic=2.0)), batches(replace(d, elastic=2.0))
+    for a, b in zip(plain, off, strict=True):
+        assert torch.equal(a.images, b.images)
+    assert any(not torch.equal(a.images, b.images) for a, b in zip(plain, on, strict=True))
+    for a, b in zip(on, again, strict=True):
+        assert torch.equal(a.images, b.images) and a.labels == b.labels
+        outside = torch.arange(a.images.shape[-1])[None] >= a.widths[:, None]  # (B, W)
+        assert bool((a.images.permute(1, 0, 2)[:, outside] == 1.0).all())

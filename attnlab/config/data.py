@@ -42,8 +42,10 @@ class DataConfig:
     stretch: list[float] = field(default_factory=lambda: [0.8, 1.25])  # glyph width x, on scale
     shear: list[float] = field(default_factory=lambda: [-0.25, 0.25])
     rotation: list[float] = field(default_factory=lambda: [-4.0, 4.0])  # degrees
-    # Max displacement (px) of a smooth warp bending each variant's strokes (elastic); 0 = none.
-    # Opt-in: 1 px changed no left-out family beyond run-to-run variation (closing note, #11).
+    # Max displacement (px) of a smooth warp bending strokes (elastic); 0 = none. Synthetic
+    # strips: each glyph variant's, in the bank. Real strips (data=folder): each augmented
+    # strip's, in both directions (attnlab.data.augment.warp). Opt-in for synthetic strips:
+    # 1 px changed no left-out family beyond run-to-run variation (closing note, #11).
     elastic: float = 0.0
     v_offset: int = 2  # max vertical shift of a glyph, px
     gap: list[int] = field(default_factory=lambda: [-1, 4])  # px between glyphs (<0 overlaps)

@@ -1,6 +1,7 @@
 """Training augmentation: whole-strip variation of placed glyphs (``StripSynth.render``
 with ``augment``; the training stream only). Vertical geometry only, so every glyph keeps
-its columns and its span stays true.
+its columns and its span stays true. Real strips (``data=folder``, whose spans nobody
+knows) can also be bent in both directions (``warp``, ``data.elastic``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ def vary_strips(
         )
         ink[rows] = F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)[:, 0]
     return ink.clamp_(0.0, 1.0)
+
+
+def warp(ink: torch.Tensor, elastic: float, gen: torch.Generator) -> torch.Tensor:
+    """Each strip's ink (B, H, W) bent by a smooth 2-D displacement of at most ``elastic`` px
+    (Simard et al.'s elastic distortion, which ``data.elastic`` also applies to synthetic
+    glyphs): displacements drawn uniformly on nodes about H/4 px apart, interpolated
+    bicubically between them, so strokes bend at the scale of a digit's parts. It moves ink
+    across columns, so it is for real strips only, whose spans are not known."""
+    b, h, w = ink.shape
+    nodes = (5, max(2, math.ceil(4 * w / h) + 1))  # (rows, columns) of the coarse grid
+    coarse = (torch.rand(b, 2, *nodes, generator=gen) * 2 - 1) * elastic  # (B, 2, r, c) px
+    field = F.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)
+    field = field.clamp_(-elastic, elastic)  # bicubic overshoots its nodes a little
+    xs = torch.arange(w, dtype=torch.float32)
+    ys = torch.arange(h, dtype=torch.float32)
+    grid = torch.empty(b, h, w, 2)  # grid_sample's normalised source coordinates
+    grid[..., 0] = (2 * (xs[None, None, :] + field[:, 0]) + 1) / w - 1
+    grid[..., 1] = (2 * (ys[None, :, None] + field[:, 1]) + 1) / h - 1
+    return F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
 
 
 def shading(widths: torch.Tensor, canvas_w: int, amount: float, gen: torch.Generator):

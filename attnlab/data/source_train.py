@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.augment import jpeg, shading, vary_strips
+from attnlab.data.augment import jpeg, shading, vary_strips, warp
 from attnlab.data.dedup import (
     Distinct,
     find_duplicates,
@@ -58,8 +58,9 @@ log = logging.getLogger("attnlab.train")
 
 def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
     """The training augmentation on real strips: ``data.augmented`` of them get the
-    whole-strip variation (``vary_strips`` on their ink, 1 - pixel), paper shading and,
-    when on, JPEG; every draw from ``gen``. Padded columns stay paper."""
+    whole-strip variation (``vary_strips`` on their ink, 1 - pixel), when on the elastic
+    warp (``warp``, ``data.elastic`` > 0), paper shading and, when on, JPEG; every draw from
+    ``gen`` (none for a variation that is off). Padded columns stay paper."""
     b = len(batch)
     varied = torch.rand(b, generator=gen) < d.augmented  # (B,)
     if not bool(varied.any()):
@@ -68,6 +69,8 @@ def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
     w = images.shape[-1]
     sub, widths = images[varied], batch.widths[varied]
     ink = vary_strips(1.0 - sub, widths, d, gen)  # (b', H, W) 1 = full ink
+    if d.elastic > 0:
+        ink = warp(ink, d.elastic, gen)
     shade = shading(widths, w, d.shading, gen)  # (b', W)
     pixels = (1.0 - ink) * shade[:, None, :]
     if d.jpeg > 0:
