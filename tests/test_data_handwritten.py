@@ -46,10 +46,11 @@ def _write(script, monkeypatch, out: Path, *args: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_groups_of_disjoint_samples_held_out_whole(script, monkeypatch, tmp_path):
+@pytest.mark.parametrize("by", ["block", "random"])
+def test_groups_of_disjoint_samples_held_out_whole(script, monkeypatch, tmp_path, by):
     out = tmp_path / "hw"
     rows = _write(script, monkeypatch, out, "--images", "train", "--lengths", "1-3",
-                  "--per-length", "20", "--groups", "6")  # fmt: skip
+                  "--per-length", "20", "--groups", "6", "--group-by", by)  # fmt: skip
     header = (out / "labels.csv").read_text().splitlines()[0]
     assert header == "filename,label,group"
     samples: dict[str, set[str]] = {}
@@ -57,6 +58,9 @@ def test_groups_of_disjoint_samples_held_out_whole(script, monkeypatch, tmp_path
         samples.setdefault(r["group"], set()).update(r["samples"].split())
     assert len(samples) == 6 and all(r["pool"] == "train" for r in rows)
     assert sum(len(s) for s in samples.values()) == len(set().union(*samples.values()))
+    spans = sorted((min(map(int, s)), max(map(int, s))) for s in samples.values())
+    consecutive = all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert consecutive == (by == "block")  # blocks: each group a run of consecutive samples
     cfg = tiny_config("attention", "data=folder", f"data.path={out}", "data.val_share=0.34")
     trainer = Trainer(cfg, RunDir(tmp_path / "run"))
     split = trainer.split
