@@ -294,9 +294,31 @@ def test_the_elastic_warp_of_real_strips_moves_ink_at_most_elastic_px(elastic):
     assert max(xs) > 0.3 * elastic
 
 
-def test_the_real_strips_warp_is_drawn_only_when_on_and_is_seeded(fifty):
-    """data.elastic=0 leaves every batch of a folder stream as it was (no draw is added);
-    on, the batches change and repeat for a seed; padded columns stay paper."""
+@pytest.mark.parametrize("amount", [0.1, 0.25, 0.5])
+def test_the_slant_of_real_strips_shears_each_strip_within_amount_and_keeps_its_rows(amount):
+    from attnlab.data.augment import slant
+
+    h, w, x0 = 32, 64, 30
+    bar = torch.zeros(1, h, w)
+    bar[0, 4:28, x0] = 1.0  # an upright stroke
+    slopes = []
+    for seed in range(40):
+        out = slant(bar.clone(), amount, torch.Generator().manual_seed(seed))[0]
+        assert torch.allclose(out.sum(1), bar[0].sum(1), atol=1e-4)  # rows keep their ink
+        rows = torch.arange(4, 28)
+        xs = torch.stack([_centre(out[r : r + 1])[1] for r in rows])
+        slope = float(-(xs[-1] - xs[0]) / (rows[-1] - rows[0]))  # the drawn shear
+        assert abs(slope) <= amount + 1e-3, (seed, slope)
+        line = x0 - slope * (rows.float() - (h - 1) / 2)  # a straight lean about the middle
+        assert torch.allclose(xs, line, atol=1e-3), seed
+        slopes.append(slope)
+    assert max(slopes) > 0.6 * amount and min(slopes) < -0.6 * amount  # leans both ways
+
+
+@pytest.mark.parametrize("key, value", [("elastic", 2.0), ("slant", 0.3)])
+def test_the_real_strips_bend_and_slant_are_drawn_only_when_on_and_are_seeded(fifty, key, value):
+    """data.elastic=0 and data.slant=0 leave every batch of a folder stream as it was (no
+    draw is added); on, the batches change and repeat for a seed; padded columns stay paper."""
     d = tiny_config("attention").data
 
     def replace(data, **keys):
@@ -311,8 +333,8 @@ def test_the_real_strips_warp_is_drawn_only_when_on_and_is_seeded(fifty):
         s = SourceStream(cache, 16, seed=3, data=data)
         return [s.next() for _ in range(3)]
 
-    plain, off = batches(d), batches(replace(d, elastic=0.0))
-    on, again = batches(replace(d, elastic=2.0)), batches(replace(d, elastic=2.0))
+    plain, off = batches(d), batches(replace(d, **{key: 0.0}))
+    on, again = batches(replace(d, **{key: value})), batches(replace(d, **{key: value}))
     for a, b in zip(plain, off, strict=True):
         assert torch.equal(a.images, b.images)
     assert any(not torch.equal(a.images, b.images) for a, b in zip(plain, on, strict=True))

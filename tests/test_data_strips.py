@@ -383,9 +383,11 @@ def test_footless_ones_keep_their_stem_and_lose_only_the_foot():
         ("jpeg_quality", [10.0, 120.0]),
         ("jpeg_quality", [0.0, 50.0]),
         ("elastic", -1.0),
+        ("slant", 1.5),
+        ("slant", -0.1),
     ],
 )
-def test_out_of_range_jpeg_and_elastic_settings_name_the_key(key, value):
+def test_out_of_range_jpeg_elastic_and_slant_settings_name_the_key(key, value):
     from attnlab.errors import UserError
 
     with pytest.raises(UserError, match=f"data.{key}"):

@@ -47,6 +47,9 @@ class DataConfig:
     # strip's, in both directions (attnlab.data.augment.warp). Opt-in for synthetic strips:
     # 1 px changed no left-out family beyond run-to-run variation (closing note, #11).
     elastic: float = 0.0
+    # Real strips (data=folder) only: max slant of an augmented strip as a whole (px of
+    # horizontal shift per row from the middle row; attnlab.data.augment.slant); 0 = none.
+    slant: float = 0.0
     v_offset: int = 2  # max vertical shift of a glyph, px
     gap: list[int] = field(default_factory=lambda: [-1, 4])  # px between glyphs (<0 overlaps)
     margin: list[int] = field(default_factory=lambda: [2, 8])  # px left and right
@@ -135,7 +138,7 @@ class DataConfig:
         for key, high in (
             ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
             ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0), ("augmented", 1.0),
-            ("elastic", 4.0), ("jpeg", 1.0),
+            ("elastic", 4.0), ("slant", 1.0), ("jpeg", 1.0),
         ):  # fmt: skip
             value = getattr(d, key)
             require(

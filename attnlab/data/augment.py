@@ -95,6 +95,23 @@ def warp(ink: torch.Tensor, elastic: float, gen: torch.Generator) -> torch.Tenso
     return F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
 
 
+def slant(ink: torch.Tensor, amount: float, gen: torch.Generator) -> torch.Tensor:
+    """Each strip's ink (B, H, W) sheared as a whole: a slant drawn uniformly in
+    [-``amount``, ``amount``] (columns of shift per row away from the middle row), as writers
+    lean their hands differently. Rows keep their ink; a row ``r`` rows above the middle moves
+    ``slant * r`` px right. It moves ink across columns, so it is for real strips only."""
+    b, h, w = ink.shape
+    s = (torch.rand(b, generator=gen) * 2 - 1) * amount  # (B,)
+    xs = torch.arange(w, dtype=torch.float32)
+    ys = torch.arange(h, dtype=torch.float32)
+    mid = (h - 1) / 2
+    src_x = xs[None, None, :] + s[:, None, None] * (ys[None, :, None] - mid)  # (B, H, W)
+    grid = torch.empty(b, h, w, 2)
+    grid[..., 0] = (2 * src_x + 1) / w - 1
+    grid[..., 1] = ((2 * ys + 1) / h - 1)[None, :, None]
+    return F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
+
+
 def shading(widths: torch.Tensor, canvas_w: int, amount: float, gen: torch.Generator):
     """(B, W) paper factor: 1 at one end of the strip, down to 1 - a at the other
     (a drawn in [0, amount], the direction at random): uneven light on the page."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from attnlab.data.augment import jpeg, shading, vary_strips, warp
+from attnlab.data.augment import jpeg, shading, slant, vary_strips, warp
 from attnlab.data.dedup import (
     Distinct,
     find_duplicates,
@@ -71,6 +71,8 @@ def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
     ink = vary_strips(1.0 - sub, widths, d, gen)  # (b', H, W) 1 = full ink
     if d.elastic > 0:
         ink = warp(ink, d.elastic, gen)
+    if d.slant > 0:
+        ink = slant(ink, d.slant, gen)
     shade = shading(widths, w, d.shading, gen)  # (b', W)
     pixels = (1.0 - ink) * shade[:, None, :]
     if d.jpeg > 0:

@@ -68,7 +68,7 @@ def init_from(
     new = "".join(c for c in new_chars if c not in old_chars)
     mapped = sorted(k for k in tied if k in fits)
     log.info(
-        "initialised from %s (a %s reader at step %s): %d of %d tensors; rows mapped by "
+        "initialised from %s (its %s reader, step %s): %d of %d tensors; rows mapped by "
         "character in %s; new characters (rows re-initialised): %s; re-initialised: %s",
         path, ckpt.reader, ckpt.step, len(fits), len(own), ", ".join(mapped) or "none",
         repr(new) if new else "none", ", ".join(layers) if layers else "none",
