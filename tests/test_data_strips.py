@@ -392,3 +392,12 @@ def test_out_of_range_jpeg_elastic_and_slant_settings_name_the_key(key, value):
 
     with pytest.raises(UserError, match=f"data.{key}"):
         DataConfig.check(DataConfig(**{key: value}))
+
+
+def test_a_slant_of_synthetic_strips_is_refused_not_ignored():
+    """data.slant leans real strips only: with synthetic strips it would change nothing."""
+    from attnlab.errors import UserError
+
+    with pytest.raises(UserError, match=r"data.slant=0.2: .*needs data=folder"):
+        DataConfig.check(DataConfig(slant=0.2))
+    DataConfig.check(DataConfig(source="folder", path="strips", slant=0.2))
