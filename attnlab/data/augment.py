@@ -89,10 +89,7 @@ def warp(ink: torch.Tensor, elastic: float, gen: torch.Generator) -> torch.Tenso
     field = field.clamp_(-elastic, elastic)  # bicubic overshoots its nodes a little
     xs = torch.arange(w, dtype=torch.float32)
     ys = torch.arange(h, dtype=torch.float32)
-    grid = torch.empty(b, h, w, 2)  # grid_sample's normalised source coordinates
-    grid[..., 0] = (2 * (xs[None, None, :] + field[:, 0]) + 1) / w - 1
-    grid[..., 1] = (2 * (ys[None, :, None] + field[:, 1]) + 1) / h - 1
-    return F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
+    return _sample(ink, xs[None, None, :] + field[:, 0], ys[None, :, None] + field[:, 1])
 
 
 def slant(ink: torch.Tensor, amount: float, gen: torch.Generator) -> torch.Tensor:
@@ -106,9 +103,16 @@ def slant(ink: torch.Tensor, amount: float, gen: torch.Generator) -> torch.Tenso
     ys = torch.arange(h, dtype=torch.float32)
     mid = (h - 1) / 2
     src_x = xs[None, None, :] + s[:, None, None] * (ys[None, :, None] - mid)  # (B, H, W)
-    grid = torch.empty(b, h, w, 2)
+    return _sample(ink, src_x, ys[None, :, None])
+
+
+def _sample(ink: torch.Tensor, src_x: torch.Tensor, src_y: torch.Tensor) -> torch.Tensor:
+    """Ink (B, H, W) read at source pixel coordinates ``src_x``, ``src_y`` (each broadcast
+    to (B, H, W); pixel centres at integers), bilinear, paper (0) outside the strip."""
+    b, h, w = ink.shape
+    grid = torch.empty(b, h, w, 2)  # grid_sample's normalised source coordinates
     grid[..., 0] = (2 * src_x + 1) / w - 1
-    grid[..., 1] = ((2 * ys + 1) / h - 1)[None, :, None]
+    grid[..., 1] = (2 * src_y + 1) / h - 1
     return F.grid_sample(ink[:, None], grid, align_corners=False, padding_mode="zeros")[:, 0]
 
 
