@@ -56,15 +56,25 @@ def cgroup_cpus(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
     return None if quota == "max" else int(quota) / int(period)
 
 
+def slurm_cpus() -> int | None:
+    """The CPUs SLURM gave this job's task (``SLURM_CPUS_PER_TASK``, set by ``--cpus-per-task``),
+    None outside a job or when unset. A cluster without ``task/affinity`` or cgroups (ours:
+    scripts/slurm_local.sh) does not confine a job to them; the job keeps to them itself."""
+    value = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on: its affinity (e.g. a container's share), no more
-    than its cgroup CPU quota."""
+    than its cgroup CPU quota nor the CPUs SLURM gave its task."""
     if hasattr(os, "sched_getaffinity"):
         cpus = len(os.sched_getaffinity(0))
     else:
         cpus = os.cpu_count() or 1
     if (quota := cgroup_cpus()) is not None:
         cpus = min(cpus, math.floor(quota))
+    if (given := slurm_cpus()) is not None:
+        cpus = min(cpus, given)
     return max(1, cpus)
 
 

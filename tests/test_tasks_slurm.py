@@ -160,6 +160,9 @@ def test_requeued_job_resumes_exactly(start_sweep, tmp_path):
     assert got["step"] == want["step"] == steps
     assert got["val"] == want["val"]
     assert got["best"] == want["best"]
+    # One CPU a job (cpus_per_task=1, SLURM_CPUS_PER_TASK): one thread each, whatever the
+    # other job's load, so the two sum every gradient in the same order.
+    assert got["threads"] == want["threads"] == [1]
     model = torch.load(last, weights_only=True)["model"]
     model_ref = torch.load(ref / "checkpoints" / "last.pt", weights_only=True)["model"]
     assert model.keys() == model_ref.keys()

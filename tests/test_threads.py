@@ -38,6 +38,20 @@ def test_cgroup_quota(tmp_path):
     assert cgroup_cpus(tmp_path / "b") is None and cgroup_cpus(tmp_path / "c") is None
 
 
+def test_a_slurm_job_keeps_to_the_cpus_it_was_given(monkeypatch):
+    """SLURM_CPUS_PER_TASK caps the usable CPUs even where the cluster does not confine the
+    job (task/none); an unset, empty or malformed value caps nothing."""
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    free = usable_cpus()
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    assert usable_cpus() == 1
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", str(free + 5))
+    assert usable_cpus() == free
+    for bad in ("", "0", "two", "-1"):
+        monkeypatch.setenv("SLURM_CPUS_PER_TASK", bad)
+        assert usable_cpus() == free, bad
+
+
 @TWO_CPUS
 def test_governor_drops_to_one_thread_beside_a_burner_per_cpu():
     saved = torch.get_num_threads()
