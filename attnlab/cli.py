@@ -8,7 +8,9 @@ with one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -380,5 +382,22 @@ def data_export(
     run_task(task, [*overrides, *ctx.args], "attnlab data export")
 
 
+def run() -> None:
+    """The ``attnlab`` command (pyproject's script; ``python -m attnlab.cli``): the app, then
+    a quick exit. A local sweep's idle worker processes are ended at once (``hydra/launcher=
+    parallel``), and every object left is frozen (``gc.freeze``) so that the interpreter's
+    exit skips its last full collections over them: torch, Hydra and pandas leave ~1 s of
+    them on every command (an evaluation's exit: 1.28 s, then 0.17 s). Exit handlers still
+    run and streams are still flushed; every file a command writes is closed before it
+    returns."""
+    try:
+        app()
+    finally:
+        launcher = sys.modules.get("hydra_plugins.attnlab_parallel.launcher")
+        if launcher is not None:
+            launcher.end_idle_workers()
+        gc.freeze()
+
+
 if __name__ == "__main__":
-    app()
+    run()

@@ -39,6 +39,35 @@ def test_version(attnlab_cli, tmp_path):
     assert importlib.metadata.version("attnlab") == attnlab.__version__
 
 
+def test_the_command_ends_its_idle_sweep_workers_and_exits_without_a_last_collection(
+    monkeypatch,
+):
+    """``attnlab`` (the installed script) is ``attnlab.cli.run``: after the command, a local
+    sweep's idle loky workers are ended at once and what is left is frozen for the exit."""
+    import gc
+
+    from joblib.externals.loky import get_reusable_executor
+
+    import attnlab.cli as cli
+    import hydra_plugins.attnlab_parallel.launcher  # noqa: F401  (loaded, as by a local sweep)
+
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="attnlab")
+    assert script.value == "attnlab.cli:run"
+    executor = get_reusable_executor(max_workers=1)
+    assert executor.submit(abs, -3).result() == 3
+    workers = list(executor._processes.values())
+    assert workers and all(p.is_alive() for p in workers)
+    monkeypatch.setattr(cli, "app", lambda: None)
+    try:
+        cli.run()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    for worker in workers:
+        worker.join(10)
+        assert not worker.is_alive()
+
+
 @pytest.mark.parametrize(
     "command",
     [
