@@ -155,3 +155,37 @@ def test_every_reader_exports_to_onnx_and_passes_parity_or_is_refused_in_one_lin
     figures = json.loads((out / "parity.json").read_text())
     assert figures["passed"] and figures["readings_differ"] == 0
     assert figures["max_logit_diff"] <= 1e-4 and figures["readings_compared"] >= 4 * 32
+
+
+def test_a_reader_built_as_shapes_only_has_every_tensor_of_the_real_one_and_imports_no_dynamo():
+    """``registry.build_shapes`` (the size check before a run or a checkpoint is built): every
+    reader's parameters and buffers with the real build's names and shapes, on the meta
+    device, and in a fresh process without importing torch._dynamo (its first initialiser on
+    a meta tensor would: ~1 s of every evaluation's start). The real build still initialises:
+    the skip is this thread's, inside the build only."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from attnlab.models import registry
+for name in registry.names():
+    node = registry.config_node(name)
+    shapes = registry.build_shapes(node, 32, "0123456789X")
+    assert all(t.is_meta for t in shapes.state_dict().values()), name
+    count = sum(p.numel() for p in registry.build_shapes(node, 32).parameters())
+    assert registry.check_size(node, 32) == count, name
+    print(name, sorted((k, tuple(v.shape)) for k, v in shapes.state_dict().items()))
+print("dynamo", "torch._dynamo" in sys.modules)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[-1] == "dynamo False"
+    for line in lines[:-1]:
+        name = line.split()[0]
+        real = registry.build(registry.config_node(name), 32, "0123456789X")
+        want = sorted((k, tuple(v.shape)) for k, v in real.state_dict().items())
+        assert line == f"{name} {want}"
+        weights = [p for p in real.parameters() if p.dim() > 1]
+        assert weights and all(bool(p.abs().sum() > 0) for p in weights), name  # initialised

@@ -131,9 +131,9 @@ def vocab_dims(model_cfg: Any, height: int, charset: str) -> dict[str, int]:
     """Each tensor tied to the vocabulary, with the dimension it is sized by: the ones that
     grow when the reader is built (on the meta device) for one character more."""
     extra = next(c for c in "\ue000\ue001" if c not in charset)  # private use: in no font
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        now = registry.build(model_cfg, height, charset).state_dict()
-        more = registry.build(model_cfg, height, charset + extra).state_dict()
+    with torch.random.fork_rng(devices=[]):
+        now = registry.build_shapes(model_cfg, height, charset).state_dict()
+        more = registry.build_shapes(model_cfg, height, charset + extra).state_dict()
     out = {}
     for key, value in now.items():
         grown = [
