@@ -385,8 +385,8 @@ def data_export(
 def run() -> None:
     """The ``attnlab`` script: the app, then a quick exit: a local sweep's idle workers ended,
     what is left frozen (``gc.freeze``) so that the exit skips its last collections over
-    torch's objects (~1 s a command: a tiny training 6.4-7.1 s, then 5.0-5.1 s). Exit handlers
-    still run; every file a command writes is closed before it returns."""
+    torch's objects (~1 s a command: scripts/README.md, "Other measured figures"). Exit
+    handlers still run; every file a command writes is closed before it returns."""
     try:
         app()
     finally:

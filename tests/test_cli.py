@@ -45,11 +45,12 @@ def test_the_command_ends_its_idle_sweep_workers_and_exits_without_a_last_collec
     """``attnlab`` (the installed script) is ``attnlab.cli.run``: after the command, a local
     sweep's idle loky workers are ended at once and what is left is frozen for the exit."""
     import gc
+    import time
 
     from joblib.externals.loky import get_reusable_executor
 
     import attnlab.cli as cli
-    import hydra_plugins.attnlab_parallel.launcher  # noqa: F401  (loaded, as by a local sweep)
+    from hydra_plugins.attnlab_parallel.launcher import end_idle_workers
 
     (script,) = importlib.metadata.entry_points(group="console_scripts", name="attnlab")
     assert script.value == "attnlab.cli:run"
@@ -57,6 +58,10 @@ def test_the_command_ends_its_idle_sweep_workers_and_exits_without_a_last_collec
     assert executor.submit(abs, -3).result() == 3
     workers = list(executor._processes.values())
     assert workers and all(p.is_alive() for p in workers)
+    # A job still running (a stopped sweep's job saving its last.pt) is not cut short.
+    running = executor.submit(time.sleep, 1.5)
+    end_idle_workers()
+    assert running.result(timeout=30) is None and all(p.is_alive() for p in workers)
     monkeypatch.setattr(cli, "app", lambda: None)
     try:
         cli.run()

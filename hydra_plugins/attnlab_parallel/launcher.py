@@ -132,16 +132,18 @@ def _wait_for_jobs(sweep_dir: Path, grace_s: float) -> None:
 
 
 def end_idle_workers() -> None:
-    """loky's worker processes ended now, at the end of the command that launched them
+    """loky's idle worker processes ended now, at the end of the command that launched them
     (``attnlab.cli.run``), instead of at the interpreter's exit, where loky asks each to quit
-    and waits while it unloads torch (1.3 s after every local sweep's summary). Every job has
-    returned by then, its files written and closed: nothing is cut short. Between the
-    multiruns of one command (``attnlab sweep tuned``) the workers are kept and reused."""
+    and waits while it unloads torch (1.3 s after every local sweep's summary). Only when no
+    job is pending: a stopped sweep whose jobs are still saving is left to loky's own exit,
+    which waits for them. Between the multiruns of one command (``attnlab sweep tuned``) the
+    workers are kept and reused."""
     import sys
 
     loky = sys.modules.get("joblib.externals.loky.reusable_executor")
     executor = getattr(loky, "_executor", None) if loky is not None else None
-    if executor is not None:
+    pending = getattr(executor, "_pending_work_items", None)  # None: not a loky we know
+    if executor is not None and pending is not None and not pending:
         executor.shutdown(wait=True, kill_workers=True)
 
 
