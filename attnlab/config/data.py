@@ -165,10 +165,9 @@ class DataConfig:
             require(d.limit >= 1, "data.limit", d.limit, "must be >= 1 strips (null = all)")
             ok = d.source == "folder"
             require(ok, "data.limit", d.limit, "draws from labelled strips: needs data=folder")
-        slant = getattr(d, "slant", 0.0)
-        ok = not slant or d.source == "folder"
+        ok = not d.slant or d.source == "folder"
         rule = "leans real strips: needs data=folder (synthetic glyphs lean by data.shear)"
-        require(ok, "data.slant", slant, rule)
+        require(ok, "data.slant", d.slant, rule)
         chars = str(d.charset)
         ok = (
             len(chars) >= 1
