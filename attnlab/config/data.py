@@ -7,6 +7,9 @@ from typing import Any
 
 from attnlab.config.rules import check_pairs, finite, require, span
 
+# data.augment's operations for real images (attnlab.data.photo), in the order applied.
+AUGMENT_NAMES = ("affine", "perspective", "erode", "dilate", "contrast", "blur", "noise")
+
 
 @dataclass
 class DataConfig:
@@ -50,6 +53,9 @@ class DataConfig:
     # Real strips (data=folder) only: max slant of an augmented strip as a whole (px of
     # horizontal shift per row from the middle row; attnlab.data.augment.slant); 0 = none.
     slant: float = 0.0
+    # Real strips (data=folder) only: augmentation for real images, by name (affine,
+    # perspective, erode, dilate, contrast, blur, noise; attnlab.data.photo); [] = none.
+    augment: list[str] = field(default_factory=list)
     v_offset: int = 2  # max vertical shift of a glyph, px
     gap: list[int] = field(default_factory=lambda: [-1, 4])  # px between glyphs (<0 overlaps)
     margin: list[int] = field(default_factory=lambda: [2, 8])  # px left and right
@@ -89,6 +95,20 @@ class DataConfig:
     # None = the whole pool; N over the pool is refused.
     limit: int | None = None
     charset: str = "0123456789"  # the characters a label may hold; the readers' vocabulary
+
+    @staticmethod
+    def check_augment(d: Any) -> None:
+        """data.augment: known names, each once, and real strips only."""
+        names = [str(n) for n in (getattr(d, "augment", None) or [])]
+        unknown = [n for n in names if n not in AUGMENT_NAMES]
+        require(
+            not unknown, "data.augment", names, f"knows {', '.join(AUGMENT_NAMES)}: not {unknown}"
+        )
+        once = len(set(names)) == len(names)
+        require(once, "data.augment", names, "must name each operation once")
+        ok = not names or d.source == "folder"
+        rule = "augments real images: needs data=folder (synthetic strips vary by their own keys)"
+        require(ok, "data.augment", names, rule)
 
     @classmethod
     def check(cls, d: Any) -> None:
@@ -168,6 +188,7 @@ class DataConfig:
         ok = not d.slant or d.source == "folder"
         rule = "leans real strips: needs data=folder (synthetic glyphs lean by data.shear)"
         require(ok, "data.slant", d.slant, rule)
+        DataConfig.check_augment(d)
         chars = str(d.charset)
         ok = (
             len(chars) >= 1

@@ -40,6 +40,7 @@ from attnlab.data.dedup import (
 )
 from attnlab.data.groups import group_names, group_units, shared_groups
 from attnlab.data.limit import draw
+from attnlab.data.photo import vary_ink, vary_pixels
 from attnlab.data.ranges import uniform
 from attnlab.data.sources import (
     Source,
@@ -59,7 +60,9 @@ log = logging.getLogger("attnlab.train")
 def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
     """The training augmentation on real strips: ``data.augmented`` of them get the
     whole-strip variation (``vary_strips`` on their ink, 1 - pixel), when on the elastic
-    warp (``warp``, ``data.elastic`` > 0), paper shading and, when on, JPEG; every draw from
+    warp (``warp``, ``data.elastic`` > 0), the named augmentation for real images
+    (``data.augment``: attnlab.data.photo, ink before the shading, pixels after), paper
+    shading and, when on, JPEG; every draw from
     ``gen`` (none for a variation that is off). Padded columns stay paper."""
     b = len(batch)
     varied = torch.rand(b, generator=gen) < d.augmented  # (B,)
@@ -73,8 +76,13 @@ def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
         ink = warp(ink, d.elastic, gen)
     if d.slant > 0:
         ink = slant(ink, d.slant, gen)
+    named = list(getattr(d, "augment", None) or [])
+    if named:
+        ink = vary_ink(ink, named, gen)
     shade = shading(widths, w, d.shading, gen)  # (b', W)
     pixels = (1.0 - ink) * shade[:, None, :]
+    if named:
+        pixels = vary_pixels(pixels, named, gen)
     if d.jpeg > 0:
         squeezed = torch.rand(len(sub), generator=gen) < d.jpeg
         quality = uniform(d.jpeg_quality, len(sub), gen)
