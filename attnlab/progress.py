@@ -37,13 +37,18 @@ class Progress:
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
-        )  # fmt: skip
+        )
 
         self.bar = Progress(
-            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TextColumn("val exact {task.fields[acc]}"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-        )  # fmt: skip
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("val exact {task.fields[acc]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
         self.task = self.bar.add_task("train", total=total, completed=done, loss="-", acc="-")
         self.bar.start()
 

@@ -136,8 +136,11 @@ def governor(policy: str, cap: int) -> ThreadGovernor | FixedThreads:
             "train.thread_policy=fixed: %d threads on %d usable CPU(s) (this process's "
             "affinity and CPU quota): threads share CPUs and wait for each other; the run "
             "records %d threads (train.threads=%d, or thread_policy=adaptive)",
-            fixed.threads, cpus, fixed.threads, cpus,
-        )  # fmt: skip
+            fixed.threads,
+            cpus,
+            fixed.threads,
+            cpus,
+        )
     return fixed
 
 

@@ -23,9 +23,20 @@ from attnlab.report.discover import (
 from attnlab.report.variants import assign_variants
 
 RUN_COLUMNS = [
-    "run", "train", "reader", "variant", "variant_id", "seed", "status", "threads", "step",
-    "best_step", "evals", "problems", "duplicate_of",
-]  # fmt: skip
+    "run",
+    "train",
+    "reader",
+    "variant",
+    "variant_id",
+    "seed",
+    "status",
+    "threads",
+    "step",
+    "best_step",
+    "evals",
+    "problems",
+    "duplicate_of",
+]
 TEXT = ["source", "truth", "reading"]  # readings' text columns: always str ("0026")
 
 
@@ -69,7 +80,7 @@ def _run_rows(infos: list[RunInfo]) -> pd.DataFrame:
             ",".join(r.evals),
             "; ".join(r.problems),
             str(r.duplicate_of) if r.duplicate_of else "",
-        ]  # fmt: skip
+        ]
         for r in infos
     ]
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
@@ -125,9 +136,15 @@ def results(*paths: Path | str) -> Results:
     metrics = integer_lengths(long_frame(infos, None))
     summary = with_cost(summary, variant_costs(infos)[0])  # as summary.csv: what each costs
     return Results(
-        roots, _run_rows(infos), metrics, integer_lengths(summary), _reading_rows(groups, notes),
-        notes, infos, groups,
-    )  # fmt: skip
+        roots,
+        _run_rows(infos),
+        metrics,
+        integer_lengths(summary),
+        _reading_rows(groups, notes),
+        notes,
+        infos,
+        groups,
+    )
 
 
 def compare(res: Results, a: str, b: str) -> pd.DataFrame:

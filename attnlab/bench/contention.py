@@ -64,14 +64,21 @@ def rate(reader: str, device: str, seconds: float, overrides: list[str], load: i
             p.kill()
             p.wait()
     strips = steps * cfg.train.batch_size * cfg.train.accumulate
-    return {"strips_per_s": round(strips / elapsed, 1), "steps": steps,
-            "threads": trainer.threads.counts}  # fmt: skip
+    return {
+        "strips_per_s": round(strips / elapsed, 1),
+        "steps": steps,
+        "threads": trainer.threads.counts,
+    }
 
 
 def one_reader(
-    reader: str, device: str, seconds: float, overrides: list[str], per_cpu: int = 1,
+    reader: str,
+    device: str,
+    seconds: float,
+    overrides: list[str],
+    per_cpu: int = 1,
     repeats: int = 1,
-) -> dict:  # fmt: skip
+) -> dict:
     """Every setting idle, then loaded (``per_cpu`` burners per usable CPU), in this (fresh)
     process; ``repeats`` rounds of every row in turn, each row's best kept (other work on a
     shared machine only ever slows a row down)."""
@@ -95,9 +102,13 @@ def one_reader(
 
 
 def run(
-    readers: list[str], device: str, seconds: float, overrides: list[str], per_cpu: int = 1,
+    readers: list[str],
+    device: str,
+    seconds: float,
+    overrides: list[str],
+    per_cpu: int = 1,
     repeats: int = 2,
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """Each reader in its own process (a fresh OpenMP pool)."""
     return [in_child(one_reader, r, device, seconds, overrides, per_cpu, repeats) for r in readers]
 
@@ -113,8 +124,16 @@ def show(results: list[dict], device: str, overrides: list[str]) -> None:
     for r in results:
         for name, _ in SETTINGS:
             idle, loaded = r["rows"][name]["idle"], r["rows"][name]["loaded"]
-            rows.append([r["reader"], name, fmt(idle["strips_per_s"]), _counts(idle),
-                         fmt(loaded["strips_per_s"]), _counts(loaded)])  # fmt: skip
+            rows.append(
+                [
+                    r["reader"],
+                    name,
+                    fmt(idle["strips_per_s"]),
+                    _counts(idle),
+                    fmt(loaded["strips_per_s"]),
+                    _counts(loaded),
+                ]
+            )
     print(table(rows, ["reader", "setting", "idle", "threads", "loaded", "threads"]))
     for r in results:
         ok_loaded = r["loaded_ratio"] >= TARGET_LOADED

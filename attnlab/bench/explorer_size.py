@@ -74,18 +74,20 @@ def build(root: Path, n: int, data: DataConfig | None = None) -> Path:
             runs.append(
                 RunInfo(
                     run, reader, seed, "1-8", list(range(1, 9)), "complete", ["synthetic-greedy"]
-                )  # fmt: skip
+                )
             )
-    page = render_index([root / "runs"], runs, [], colours(r.reader_name for r in runs), [],
-                        explorer=explorer(runs))  # fmt: skip
+    page = render_index(
+        [root / "runs"], runs, [], colours(r.reader_name for r in runs), [], explorer=explorer(runs)
+    )
     out = root / f"index_{n}.html"
     out.write_text(page, encoding="utf-8")
     return out
 
 
 def load_time(index: Path) -> tuple[float, float] | None:
-    binary = next((shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)),
-                  None)  # fmt: skip
+    binary = next(
+        (shutil.which(b) for b in ("chromium", "chromium-browser") if shutil.which(b)), None
+    )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

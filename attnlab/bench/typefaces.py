@@ -180,11 +180,16 @@ def run_family(args, family: str) -> dict[str, list[tuple[int, int]]]:
         run = run_dir(root, args, seed)
         if not (run / "metrics.json").is_file():
             attnlab(
-                "train", f"model={args.model}", f"data.exclude_fonts={excluded}",
-                f"data.train_lengths=[{lengths[0]},{lengths[-1]}]", f"train.steps={args.steps}",
-                f"seed={seed}", "train.progress=plain", f"hydra.run.dir={run}",
+                "train",
+                f"model={args.model}",
+                f"data.exclude_fonts={excluded}",
+                f"data.train_lengths=[{lengths[0]},{lengths[-1]}]",
+                f"train.steps={args.steps}",
+                f"seed={seed}",
+                "train.progress=plain",
+                f"hydra.run.dir={run}",
                 *args.override,
-            )  # fmt: skip
+            )
         for kind, make in (("synthetic", synthetic_folder), ("whole-string", whole_string_folder)):
             folder = strips / kind
             if not (folder / "labels.csv").is_file():  # drawn once, read by every training
@@ -204,10 +209,15 @@ def run_system(args) -> dict[str, tuple[int, int]]:
     lengths = list(range(args.lengths[0], args.lengths[1] + 1))
     if not (Path(run) / "metrics.json").is_file():
         attnlab(
-            "train", f"model={args.model}", f"data.train_lengths=[{lengths[0]},{lengths[-1]}]",
-            f"train.steps={args.steps}", f"seed={args.seed}", "train.progress=plain",
-            f"hydra.run.dir={run}", *args.override,
-        )  # fmt: skip
+            "train",
+            f"model={args.model}",
+            f"data.train_lengths=[{lengths[0]},{lengths[-1]}]",
+            f"train.steps={args.steps}",
+            f"seed={args.seed}",
+            "train.progress=plain",
+            f"hydra.run.dir={run}",
+            *args.override,
+        )
     folder = (args.strips or args.out) / "system" / "whole-string"
     if not (folder / "labels.csv").is_file():
         per = max(1, args.n // len(SYSTEM_FONTS))  # as many strips as one family's kind
@@ -257,21 +267,27 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lengths", type=int, nargs=2, default=[1, 8], help="seen lengths LO HI")
     p.add_argument("--seed", type=int, default=0, help="the test strips' and first training's")
     p.add_argument(
-        "--seeds", type=int, default=1,
+        "--seeds",
+        type=int,
+        default=1,
         help="trainings per family (seeds --seed, --seed + 1, ...): one training moves a "
         "family by several points; several give the mean and the range",
-    )  # fmt: skip
+    )
     p.add_argument("--out", type=Path, default=Path("/tmp/attnlab_typefaces"))
     p.add_argument("--strips", type=Path, default=None, help="test strips (default: --out)")
     p.add_argument(
-        "--override", action="append", default=[], metavar="KEY=VALUE",
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a training override for every family (repeatable)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--system", action="store_true",
+        "--system",
+        action="store_true",
         help="also: whole-string strips in common system typefaces (SYSTEM_FONTS), read by a "
         "run trained on the default data (--run, else one is trained)",
-    )  # fmt: skip
+    )
     p.add_argument("--run", type=Path, default=None, help="--system: a run to read with")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args(argv)
@@ -307,9 +323,12 @@ def main(argv: list[str] | None = None) -> dict:
             print(_row(face, "whole-string", k, n))
             rows.append({"family": f"system:{face}", "kind": "whole-string", "correct": k, "n": n})
     report = {
-        "model": args.model, "steps": args.steps, "seeds": training_seeds(args),
-        "override": args.override, "rows": rows,
-    }  # fmt: skip
+        "model": args.model,
+        "steps": args.steps,
+        "seeds": training_seeds(args),
+        "override": args.override,
+        "rows": rows,
+    }
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return report

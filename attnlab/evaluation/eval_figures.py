@@ -33,9 +33,16 @@ def default_map_lengths(seen: list[int], lengths: list[int]) -> list[int]:
 
 
 def draw_figures(
-    out: EvalDir, reader: Reader, device: torch.device, cfg: EvalConfig, seen: list[int],
-    records: pd.DataFrame, table: pd.DataFrame, readings_by_length: dict[int, Any], say,
-) -> None:  # fmt: skip
+    out: EvalDir,
+    reader: Reader,
+    device: torch.device,
+    cfg: EvalConfig,
+    seen: list[int],
+    records: pd.DataFrame,
+    table: pd.DataFrame,
+    readings_by_length: dict[int, Any],
+    say,
+) -> None:
     """Reliability and stops; where the reader has attention weights, the maps and paces.
     ``readings_by_length``: length -> (strips, their readings), every length evaluated."""
     lengths = list(readings_by_length)
@@ -49,8 +56,7 @@ def draw_figures(
     stride = reader.encoder.stride
     for line in draw_maps(out, readings_by_length, map_lengths, cfg.maps_k, stride):
         say(line)
-    drawn = draw_head_maps(out, reader, device, readings_by_length, map_lengths,
-                           cfg.head_maps)  # fmt: skip
+    drawn = draw_head_maps(out, reader, device, readings_by_length, map_lengths, cfg.head_maps)
     if drawn:
         say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
     maps.draw_attention_summary(out.attention_summary, table, seen)

@@ -193,9 +193,11 @@ def occlusion_table(reader, strips: StripBatch, weights, dev, cfg: ProbeConfig, 
         sub = strips.select(chunk)
         p_read = _digit_probs(reader, sub.images.to(dev), sub.widths.to(dev), sub.labels)
         variants = torch.cat(
-            [occlusion_variants(sub.images[j], sub.spans[j], float(paper[i])) for j, i in
-             enumerate(chunk)]
-        )  # fmt: skip
+            [
+                occlusion_variants(sub.images[j], sub.spans[j], float(paper[i]))
+                for j, i in enumerate(chunk)
+            ]
+        )
         widths = sub.widths.repeat_interleave(n + 1).to(dev)
         texts = [t for t in sub.labels for _ in range(n + 1)]
         p_var = _digit_probs(reader, variants.to(dev), widths, texts)
@@ -203,9 +205,11 @@ def occlusion_table(reader, strips: StripBatch, weights, dev, cfg: ProbeConfig, 
         for j, i in enumerate(chunk):
             label, spans = sub.labels[j], sub.spans[j].numpy()
             none = [(-1, -1, False)] * n
-            peaks = none if weights is None else [
-                attended_glyph(weights[i][t], spans, stride) for t in range(n)
-            ]  # fmt: skip
+            peaks = (
+                none
+                if weights is None
+                else [attended_glyph(weights[i][t], spans, stride) for t in range(n)]
+            )
             glyphs = {"true": list(range(n))}
             if weights is not None:
                 glyphs = {"attended": [g for g, _, _ in peaks], **glyphs}
@@ -320,22 +324,31 @@ def _draw_example(path: Path, examples: dict, cfg: ProbeConfig, meta, stride: in
     if ex["weights"] is not None:
         wts = ex["weights"][:n]
         axes[1].imshow(
-            wts, aspect="auto", cmap="viridis", interpolation="nearest",
+            wts,
+            aspect="auto",
+            cmap="viridis",
+            interpolation="nearest",
             extent=(0, wts.shape[1] * stride, n - 0.5, -0.5),
-        )  # fmt: skip
+        )
         axes[1].set_ylabel("step (attention)", fontsize=8)
     grid = np.full((n, w), np.nan)
     for g, (a, b) in enumerate(spans):
         grid[:, a:b] = ex["drops"][:, g][:, None]
     im = axes[-1].imshow(
-        grid, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
+        grid,
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        interpolation="nearest",
         extent=(0, w, n - 0.5, -0.5),
-    )  # fmt: skip
+    )
     centres = spans.mean(1)
     axes[-1].plot(centres[steps], steps, "+", color="gold", ms=7, label="true glyph")
     if ex["attended"] is not None:
-        axes[-1].plot(centres[ex["attended"]], steps, "o", mfc="none", mec="w", ms=7,
-                      label="attended glyph")  # fmt: skip
+        axes[-1].plot(
+            centres[ex["attended"]], steps, "o", mfc="none", mec="w", ms=7, label="attended glyph"
+        )
     axes[-1].set_ylabel("step (drop)", fontsize=8)
     axes[-1].set_xlabel("pixel column; each glyph painted over in turn", fontsize=8)
     axes[-1].legend(fontsize=7, loc="lower right")

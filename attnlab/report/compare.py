@@ -36,11 +36,29 @@ N_BOOT = 2000
 BOOT_SEED = 0
 
 COLUMNS = [
-    "train", "eval", "a", "b", "length", "split", "n_pairs", "n_strips", "pairing",
-    "exact_a", "exact_b", "exact_diff", "exact_diff_lo", "exact_diff_hi",
-    "cer_a", "cer_b", "cer_diff", "cer_diff_lo", "cer_diff_hi",
-    "mcnemar_b", "mcnemar_c", "mcnemar_p",
-]  # fmt: skip
+    "train",
+    "eval",
+    "a",
+    "b",
+    "length",
+    "split",
+    "n_pairs",
+    "n_strips",
+    "pairing",
+    "exact_a",
+    "exact_b",
+    "exact_diff",
+    "exact_diff_lo",
+    "exact_diff_hi",
+    "cer_a",
+    "cer_b",
+    "cer_diff",
+    "cer_diff_lo",
+    "cer_diff_hi",
+    "mcnemar_b",
+    "mcnemar_c",
+    "mcnemar_p",
+]
 METHOD = (
     "Paired differences A - B on the same strips (every run reads the fixed test set drawn "
     f"from data.eval_seed). Interval: 95% bootstrap ({N_BOOT} resamples of the seed pairs and, "
@@ -179,9 +197,15 @@ def mcnemar_p(b: int, c: int) -> float:
 
 
 def _cell(
-    ca: np.ndarray, cb: np.ndarray, ea: np.ndarray, eb: np.ndarray, chars: np.ndarray,
-    strata: np.ndarray, rng: np.random.Generator, n_boot: int,
-) -> dict[str, float]:  # fmt: skip
+    ca: np.ndarray,
+    cb: np.ndarray,
+    ea: np.ndarray,
+    eb: np.ndarray,
+    chars: np.ndarray,
+    strata: np.ndarray,
+    rng: np.random.Generator,
+    n_boot: int,
+) -> dict[str, float]:
     """Paired statistics of one cell. ca/cb (K, N) exact 0/1, ea/eb (K, N) edits, chars (N,),
     strata (N,) the length of each strip (resampled within its length)."""
     k, n = ca.shape
@@ -256,9 +280,15 @@ def compare(
     rows = []
     for length, split, mask in cells:
         stats = _cell(
-            stack["ca"][:, mask], stack["cb"][:, mask], stack["ea"][:, mask],
-            stack["eb"][:, mask], chars[mask], strata[mask], rng, n_boot,
-        )  # fmt: skip
+            stack["ca"][:, mask],
+            stack["cb"][:, mask],
+            stack["ea"][:, mask],
+            stack["eb"][:, mask],
+            chars[mask],
+            strata[mask],
+            rng,
+            n_boot,
+        )
         rows.append(
             {
                 "train": train,
@@ -271,7 +301,7 @@ def compare(
                 "n_strips": int(mask.sum()),
                 "pairing": pairing,
                 **stats,
-            }  # fmt: skip
+            }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
 

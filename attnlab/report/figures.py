@@ -159,8 +159,16 @@ def legend_below(fig: Figure, handles: list, labels: list[str], **kw) -> None:
     """The figure's one legend, below its axes, where it cannot cover a curve (savefig's
     tight bounding box takes it in)."""
     ncol = max(1, min(3, len(labels)))
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
-               fontsize=9, frameon=False, **kw)  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=ncol,
+        fontsize=9,
+        frameon=False,
+        **kw,
+    )
 
 
 def accuracy_figure(group: TrainGroup, name: str, colours: Mapping[str, str]) -> Figure | None:
@@ -227,8 +235,16 @@ def training_figure(group: TrainGroup, colours: Mapping[str, str]) -> Figure | N
             ax_loss.plot(loss["step"], loss["loss"], color=colour, ls=ls, alpha=0.8, lw=1.2)
         if "val_exact_acc" in hist.columns:
             acc = hist[["step", "val_exact_acc"]].dropna()
-            ax_acc.plot(acc["step"], 100 * acc["val_exact_acc"], color=colour, ls=ls,
-                        alpha=0.8, lw=1.2, marker=style[label][1], ms=3)  # fmt: skip
+            ax_acc.plot(
+                acc["step"],
+                100 * acc["val_exact_acc"],
+                color=colour,
+                ls=ls,
+                alpha=0.8,
+                lw=1.2,
+                marker=style[label][1],
+                ms=3,
+            )
     if positive:
         ax_loss.set_yscale("log")
     ax_loss.set(xlabel="step", ylabel="training loss", title="Training loss")

@@ -35,9 +35,18 @@ from attnlab.runs.probedir import ProbeDir
 KEYS = ["train", "reader", "variant", "probe", "length", "split"]
 # The columns of the page's tables (summary.csv of a probe, and probes.csv, have them all).
 SHOWN = (
-    "drop_attended", "drop_true", "drop_random", "drop_random_before", "drop_random_after",
-    "excess", "excess_true", "flip_attended", "flip_true", "swap_only", "spearman",
-)  # fmt: skip
+    "drop_attended",
+    "drop_true",
+    "drop_random",
+    "drop_random_before",
+    "drop_random_after",
+    "excess",
+    "excess_true",
+    "flip_attended",
+    "flip_true",
+    "swap_only",
+    "spearman",
+)
 BOOTSTRAP = "bootstrap"  # the interval of a single seed: the probe's own, over strips
 
 
@@ -113,10 +122,17 @@ def probe_frame(group: TrainGroup) -> tuple[pd.DataFrame, list[str], dict]:
             for rec in table.to_dict("records"):
                 length = TOTAL if str(rec["length"]).strip() == TOTAL else int(rec["length"])
                 rows.append(
-                    {"train": group.train, "reader": run.reader_name, "variant": variant,
-                     "probe": pdir.name,
-                     **rec, "length": length, "seed": run.seed, "seconds": meta.seconds}
-                )  # fmt: skip
+                    {
+                        "train": group.train,
+                        "reader": run.reader_name,
+                        "variant": variant,
+                        "probe": pdir.name,
+                        **rec,
+                        "length": length,
+                        "seed": run.seed,
+                        "seconds": meta.seconds,
+                    }
+                )
     return pd.DataFrame(rows), notes, examples
 
 

@@ -158,8 +158,15 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
     for ax, (title, panel) in zip(axes, PANELS, strict=True):
         if not any(panel in p.values for line in lines.values() for p in line):
             ax.set_axis_off()  # e.g. a folder's held-out strips: no length beyond the seen
-            ax.text(0.5, 0.5, f"{title}: not read in this evaluation", ha="center",
-                    va="center", transform=ax.transAxes, color="0.4")  # fmt: skip
+            ax.text(
+                0.5,
+                0.5,
+                f"{title}: not read in this evaluation",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="0.4",
+            )
             continue
         for label, line in lines.items():
             got = [(p, p.values[panel]) for p in line if panel in p.values]
@@ -184,8 +191,9 @@ def draw(key: str, name: str, lines: dict[str, list[Point]], colours) -> Figure:
         crowded = len(ticks) > 5  # a sweeper's many values: slanted, so they do not overlap
         ax.set_xticklabels(
             [short_number(t, ticks) for t in ticks],
-            rotation=40 if crowded else 0, ha="right" if crowded else "center",
-        )  # fmt: skip
+            rotation=40 if crowded else 0,
+            ha="right" if crowded else "center",
+        )
         ax.grid(alpha=0.3)
     handles: dict[str, object] = {}
     for ax in axes:

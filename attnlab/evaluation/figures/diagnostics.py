@@ -50,8 +50,15 @@ def draw_stops(path: Path, records: pd.DataFrame, seen: set[int]) -> None:
             grid[int(v) - lo, j] = c / len(d)
     fig = Figure(figsize=(max(6.0, 0.45 * len(lengths) + 2), 4.2), layout="constrained")
     ax = fig.subplots()
-    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="Blues", vmin=0, vmax=1,
-                   extent=(-0.5, len(lengths) - 0.5, lo - 0.5, hi + 0.5))  # fmt: skip
+    im = ax.imshow(
+        grid,
+        origin="lower",
+        aspect="auto",
+        cmap="Blues",
+        vmin=0,
+        vmax=1,
+        extent=(-0.5, len(lengths) - 0.5, lo - 0.5, hi + 0.5),
+    )
     ax.axhline(0, color="tab:red", lw=0.8, alpha=0.6)
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
     for tick, n in zip(ax.get_xticklabels(), lengths, strict=True):
@@ -73,8 +80,12 @@ def draw_pace(path: Path, paces: dict[int, list[np.ndarray]], seen: set[int], re
             ax.plot(track[:, 0], track[:, 1], color="tab:blue", alpha=0.25, lw=1, marker=".")
         ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1)
         split = "seen" if n in seen else "unseen"
-        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="true glyph position (step / true length)",
-               ylabel="attention peak (column / real columns)")  # fmt: skip
+        ax.set(
+            xlim=(0, 1),
+            ylim=(0, 1),
+            xlabel="true glyph position (step / true length)",
+            ylabel="attention peak (column / real columns)",
+        )
         ax.set_title(f"length {n} ({split}): {len(tracks)} readings", color=SPLIT_COLOURS[split])
         ax.grid(alpha=0.3)
     fig.suptitle(f"Pace of the alignment, {reader} reader")

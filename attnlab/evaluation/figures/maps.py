@@ -96,32 +96,59 @@ def _draw_strip(ax: Any, image: np.ndarray, spans: np.ndarray, truth: str) -> No
     """The strip (x and y in pixels, aspect auto so long strips keep a readable height),
     each true glyph's span as a band with its digit above."""
     h, w = image.shape
-    ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=(0, w, h, 0), aspect="auto",
-              interpolation="nearest")  # fmt: skip
+    ax.imshow(
+        image,
+        cmap="gray",
+        vmin=0.0,
+        vmax=1.0,
+        extent=(0, w, h, 0),
+        aspect="auto",
+        interpolation="nearest",
+    )
     top = blended_transform_factory(ax.transData, ax.transAxes)
     for i, (a, b) in enumerate(spans):
         ax.axvspan(a, b, color=_SPAN_COLOUR, alpha=0.1, lw=0)
         ax.axvline(a, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
         ax.axvline(b, color=_SPAN_COLOUR, lw=0.8, alpha=0.7)
         digit = truth[i] if i < len(truth) else "?"
-        ax.text((a + b) / 2, 1.02, digit, transform=top, ha="center", va="bottom",
-                fontsize=10, color=_SPAN_COLOUR, fontweight="bold")  # fmt: skip
+        ax.text(
+            (a + b) / 2,
+            1.02,
+            digit,
+            transform=top,
+            ha="center",
+            va="bottom",
+            fontsize=10,
+            color=_SPAN_COLOUR,
+            fontweight="bold",
+        )
     ax.set_yticks([])
     ax.set_ylabel("strip")
     ax.tick_params(labelbottom=False)
 
 
 def _draw_weights(
-    ax: Any, shown: np.ndarray, stride: int, spans: np.ndarray, truth: str, reading: str,
+    ax: Any,
+    shown: np.ndarray,
+    stride: int,
+    spans: np.ndarray,
+    truth: str,
+    reading: str,
     x_max: int,
-) -> Any:  # fmt: skip
+) -> Any:
     """The weights (n_rows, T): column c spans pixels [c*stride, (c+1)*stride), row i centred
     on y = i; where step i should look (glyph i's span) outlined, wrong rows in red. Returns
     the image, for the colour bar."""
     n_rows, t = shown.shape
-    im = ax.imshow(shown if n_rows else np.zeros((1, max(t, 1))), cmap="Blues", vmin=0.0,
-                   vmax=1.0, aspect="auto", interpolation="nearest",
-                   extent=(0, t * stride, max(n_rows, 1) - 0.5, -0.5))  # fmt: skip
+    im = ax.imshow(
+        shown if n_rows else np.zeros((1, max(t, 1))),
+        cmap="Blues",
+        vmin=0.0,
+        vmax=1.0,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(0, t * stride, max(n_rows, 1) - 0.5, -0.5),
+    )
     for i, (a, b) in enumerate(spans[:n_rows]):
         ax.add_patch(
             Rectangle((a, i - 0.5), b - a, 1.0, fill=False, edgecolor=_SPAN_COLOUR, lw=1.3)
@@ -203,9 +230,14 @@ def draw_head_maps(
             ax = fig.add_subplot(gs[1 + i, j])
             weights = np.asarray(heads[name], dtype=np.float64)[:n_rows]
             im = ax.imshow(
-                weights, cmap="Blues", vmin=0, vmax=1, aspect="auto", interpolation="nearest",
+                weights,
+                cmap="Blues",
+                vmin=0,
+                vmax=1,
+                aspect="auto",
+                interpolation="nearest",
                 extent=(0, t * stride, n_rows - 0.5, -0.5),
-            )  # fmt: skip
+            )
             for k, (a, b) in enumerate(spans[:n_rows]):
                 ax.add_patch(
                     Rectangle((a, k - 0.5), b - a, 1.0, fill=False, edgecolor=_SPAN_COLOUR, lw=1)
