@@ -43,15 +43,21 @@ demo: $(STAMP)
 # markers, tests/conftest.py's SLOW_FIXTURES). The 10 slowest tests are printed at the end.
 PYTEST_ARGS ?= -n auto --dist loadfile --durations=10
 
+# Both build the glyph banks in a fresh cache folder (ATTNLAB_CACHE, unless the caller set
+# one), removed afterwards: a machine's old cache can never hide a bank this code draws
+# differently (tests/test_lock_pins.py).
+FRESH_CACHE = cache="$${ATTNLAB_CACHE:-$$(mktemp -d -t attnlab-cache-XXXXXX)}"; \
+	trap '[ -n "$$ATTNLAB_CACHE" ] || rm -rf "$$cache"' EXIT; ATTNLAB_CACHE="$$cache"
+
 test: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins
 	$(BIN)/ruff format --check attnlab tests scripts hydra_plugins
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(FRESH_CACHE) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins
 	$(BIN)/ruff format --check attnlab tests scripts hydra_plugins
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS) -m "not slow"
+	$(FRESH_CACHE) $(BIN)/python -m pytest -q $(PYTEST_ARGS) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check attnlab tests scripts hydra_plugins
@@ -72,10 +78,13 @@ lock:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "pip-tools>=7.4"
 	echo "$(TORCH_PIN)" > $(VENV)/torch-pin.txt
-	CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes \
+	@# pip-compile's own traceback (no network, an index that refuses) becomes one line;
+	@# it writes the lock whole or not at all, so the old one is left as it was.
+	@CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes \
 	  --unsafe-package attnlab --strip-extras --all-build-deps --extra dev \
 	  --no-emit-find-links --no-emit-index-url --constraint $(VENV)/torch-pin.txt \
-	  $(LOCK_ARGS) --output-file $(LOCK) pyproject.toml
+	  $(LOCK_ARGS) --output-file $(LOCK) pyproject.toml 2>$(VENV)/lock-error.txt || { \
+	  echo "make lock: pip-compile failed ($$(grep -v '^ ' $(VENV)/lock-error.txt | grep . | tail -1)); $(LOCK) left as it was (full output: $(VENV)/lock-error.txt)" >&2; exit 1; }
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -21,11 +21,11 @@ import attnlab.shadowing  # noqa: F401  (first: one line when a folder named att
 from attnlab import __version__
 from attnlab.errors import UserError, exit_with
 from attnlab.runs.resume import hydra_value
-from attnlab.taskrun import run_task
+from attnlab.tasks.run import run_task
 
 FORWARD = {"allow_extra_args": True, "ignore_unknown_options": True}
 OVERRIDES = "[OPTIONS] [KEY=VALUE]..."  # the usage line of a command that forwards to Hydra
-RUN_HELP = "A run directory or a checkpoint file."
+RUN_HELP = "A run directory, a checkpoint file or pretrained (the packaged reader)."
 
 
 def _choices(group: str) -> str:
@@ -33,8 +33,11 @@ def _choices(group: str) -> str:
     read from the package so that the help text cannot drift from them."""
     from importlib.resources import files
 
-    names = sorted(p.name[:-5] for p in files("attnlab.conf").joinpath(group).iterdir()
-                   if p.name.endswith(".yaml"))  # fmt: skip
+    names = sorted(
+        p.name[:-5]
+        for p in files("attnlab.conf").joinpath(group).iterdir()
+        if p.name.endswith(".yaml")
+    )
     return f"{group}={'|'.join(names)}"
 
 
@@ -155,8 +158,7 @@ def _readers_axis(arg: str) -> str:
     wanted = arg.split("=", 1)[1]
     try:
         names = registry.names() if wanted == "all" else [n for n in wanted.split(",") if n]
-        for name in names:
-            registry.get(name)
+        registry.check_names(names)
     except UserError as err:
         fail(f"readers: {err}")
     return "model=" + ",".join(names)
@@ -252,7 +254,9 @@ def read(
     images: list[Path] = typer.Argument(
         ..., metavar="IMAGE", help="Strip images (dark ink on light paper)."
     ),
-    run: str = typer.Option(None, "--run", help="A run directory or a checkpoint file."),
+    run: str = typer.Option(
+        None, "--run", help="A run directory, a checkpoint file or pretrained."
+    ),
     onnx: Path = typer.Option(None, "--onnx", help="An export (attnlab export) instead of --run."),
     attention: Path = typer.Option(None, "--attention", help="Write attention maps here."),
     beam: int = typer.Option(1, help="Beam width (1 = greedy)."),
@@ -281,27 +285,12 @@ def readers(
 ) -> None:
     """The registered readers (model=NAME): a line on each, then its own config keys
     (model.KEY=default, allowed values, what it does), then the keys every reader shares."""
-    from attnlab.config import ModelConfig
-    from attnlab.models import config_keys, registry
+    from attnlab.tasks.readers import list_readers
 
     try:
-        names = [registry.get(name).name] if name else registry.names()
+        list_readers(name, typer.echo)
     except UserError as err:
         fail(str(err))
-    width = max(len(n) for n in names)
-    for reader in names:
-        typer.echo(f"{reader:<{width}}  {registry.get(reader).description}")
-    # No blank lines: every line's first word is a reader, a key or a heading (scripts split)
-    typer.echo("Each reader's own keys: model.KEY=default, allowed values, what it sets")
-    typer.echo("(on the command line: model=NAME model.KEY=VALUE)")
-    for reader in names:
-        typer.echo(f"model={reader}")
-        keys = config_keys.keys_of(registry.get(reader).config, below=ModelConfig)
-        for line in config_keys.table(keys):
-            typer.echo(line)
-    typer.echo("every reader (the column encoder they share)")
-    for line in config_keys.table(config_keys.keys_of(ModelConfig)):
-        typer.echo(line)
 
 
 @app.command()

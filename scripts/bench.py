@@ -1,8 +1,8 @@
 """Speed of attnlab's moving parts, with their targets; each section is a tested function of
-attnlab.bench (attnlab/bench/<section>.py). Sections: synth, train (strips/s, FLOPs per
-strip, GFLOP/s and the ratio to the machine's fp32 matmul peak), eval; when asked: converge,
-folder, typefaces, contention (idle and beside one CPU burner per CPU). Wall-clock figures:
-on a shared machine, run twice.
+attnlab.bench (attnlab/bench/<section>.py, run by name by attnlab/bench/sections.py).
+Sections: synth, train (strips/s, FLOPs per strip, GFLOP/s and the ratio to the machine's
+fp32 matmul peak), eval; when asked: converge, folder, typefaces, contention (idle and beside
+one CPU burner per CPU). Wall-clock figures: on a shared machine, run twice.
 
     python scripts/bench.py                        # synth, train, eval (1-2 minutes on CPU)
     python scripts/bench.py --only eval --run outputs/RUN   # time the default evaluation
@@ -20,11 +20,9 @@ from pathlib import Path
 
 import torch
 
-from attnlab.bench import common, contention, converge, folder, synth, train, typefaces
-from attnlab.bench import eval as evaluation
+from attnlab.bench import common
+from attnlab.bench.sections import SECTIONS, machine_line, run_section
 from attnlab.io import write_json
-
-SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder", "contention")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,8 +43,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--burners-per-cpu", type=int, default=1, help="contention: CPU load")
     p.add_argument("--repeats", type=int, default=2, help="contention: rounds (best kept)")
     p.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
-    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Hydra override of the train config (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Hydra override of the train config (repeatable)",
+    )
     args = p.parse_args(argv)
     args.sections = [s.strip() for s in args.only.split(",") if s.strip()]
     if unknown := sorted(set(args.sections) - set(SECTIONS)):
@@ -58,59 +61,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def section(name: str, args: argparse.Namespace, device: str) -> dict:
-    """Run one section and print its figures."""
-    reader = args.reader or "attention"
-    if name == "synth":
-        r = synth.run(args.synth_seconds)
-        synth.show(r)
-    elif name == "train":
-        results = [
-            common.in_child(train.run, x, device, args.train_seconds, args.override)
-            for x in ([args.reader] if args.reader else common.registry_names())
-        ]
-        train.show(results, device)
-        r = {x["reader"]: x for x in results}
-    elif name == "eval":
-        r = evaluation.run(device, args.run, reader, args.override, args.eval_n, args.eval_full)
-        evaluation.show(r, device)
-    elif name == "contention":
-        readers = [args.reader] if args.reader else ["attention", "fixed"]
-        results = contention.run(
-            readers, device, args.train_seconds, args.override, args.burners_per_cpu, args.repeats
-        )
-        contention.show(results, device, args.override)
-        r = {x["reader"]: x for x in results}
-    elif name == "typefaces":
-        r = typefaces.main(["--model", reader])  # it prints its own table
-    elif name == "folder":
-        r = folder.run(reader, device, args.train_seconds, args.override, args.folder_n)
-        folder.show(r, device)
-    else:
-        r = converge.run(reader, device, args.override, args.max_seconds, args.val_every,
-                         args.threshold, say=lambda line: print(line, flush=True))  # fmt: skip
-        converge.show(r, device)
-    return r
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     device = common.device_name(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     info = common.machine(device)
-    gpu = f" [{info['gpu']}, CUDA {info['cuda']}]" if "gpu" in info else ""
-    print(
-        f"machine: {info['host']}  nproc {info['nproc']} (usable {info['affinity']})  torch "
-        f"{info['torch']} ({info['torch_threads']} threads)  python {info['python']}  "
-        f"device {device}{gpu}\nload average at start: {info['load_avg']} (other work skews "
-        "the timings)"
-    )
+    print(machine_line(info, device))
     report: dict = {"machine": info, "sections": {}}
     started = time.perf_counter()
     for name in [s for s in SECTIONS if s in args.sections]:
         print()
-        report["sections"][name] = section(name, args, device)
+        report["sections"][name] = run_section(name, args, device)
         report["total_s"] = round(time.perf_counter() - started, 1)
         if args.json:  # after every section, whole or not at all
             write_json(args.json, report)

@@ -68,7 +68,7 @@ def pytest_unconfigure(config):
 # sweeps in subprocesses, or for a browser: it is marked slow like the tests marked by hand.
 SLOW_FIXTURES = {
     "trained", "killed_and_resumed", "swept", "tiny_sweep", "width_sweep", "curve", "browser",
-    "start_sweep",
+    "start_sweep", "study",
 }  # fmt: skip
 
 

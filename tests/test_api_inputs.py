@@ -80,6 +80,65 @@ def test_a_transposed_strip_is_refused_a_narrow_one_read(reader, strip):
     assert len(reader.read(narrow)) == 1
 
 
+def test_an_rgb_mask_of_bools_reads_as_the_grey_mask(reader, strip):
+    mask = strip > 128
+    want = reader.read(mask)[0]
+    assert same(reader.read(np.repeat(mask[:, :, None], 3, axis=2))[0], want)
+    rgba = np.concatenate(
+        [np.repeat(mask[:, :, None], 3, axis=2), np.ones_like(mask)[:, :, None]], 2
+    )
+    assert same(reader.read(rgba)[0], want)
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda u: u * 2 - 1, r"float64 values -0.72549\.\.1 go below 0"),  # -1..1
+        (lambda u: np.round(u * 254 - 127).astype(np.int8), r"int8 values -\d+\.\.\d+ go below 0"),
+        (
+            lambda u: np.round(u * 255).astype(np.int16) - 128,
+            r"int16 values -\d+\.\.\d+ go below 0",
+        ),
+        (
+            lambda u: np.round(u * 2**40).astype(np.uint64),
+            r"uint64 values \d+\.\.\d+ reach above 4294967295",
+        ),
+        (lambda u: u * 2.0**40, r"float64 values \S+ reach above 4294967295"),
+    ],
+    ids=["float-1..1", "int8", "int16", "uint64-2^40", "float-2^40"],
+)
+def test_arrays_on_a_scale_that_would_be_clipped_are_refused(reader, strip, make, words):
+    with pytest.raises(attnlab.UserError, match=r"^<image 0>: " + words) as err:
+        reader.read(make(strip.astype(np.float64) / 255))
+    assert "\n" not in str(err.value)
+
+
+def test_an_undershoot_below_black_is_read_as_black(reader, strip):
+    unit = strip.astype(np.float64) / 255
+    black = np.where(unit <= unit.min(), 0.0, unit)  # the darkest ink at 0
+    want = reader.read(black)[0]
+    under = np.where(black <= 0.0, -0.02, black)  # resampling's undershoot beside the ink
+    assert under.min() == pytest.approx(-0.02)
+    assert same(reader.read(under)[0], want)
+
+
+def test_a_transposed_strip_twice_the_readers_height_is_refused(reader, strip, capfd):
+    height = reader.config.data.height
+    big = np.repeat(np.repeat(strip, 2, axis=0), 2, axis=1)  # (2H, 2W): a 64-px-high strip
+    assert big.shape[0] == 2 * height and big.shape[1] > big.shape[0]
+    assert len(reader.read(big)) == 1
+    with pytest.raises(attnlab.UserError, match=r"right way up .*2 times the reader's height"):
+        reader.read(big.T)
+    capfd.readouterr()
+    odd = np.ascontiguousarray(big.T[:, :-7])  # taller than wide, 57 columns: not a multiple
+    assert odd.shape[0] > 2 * odd.shape[1]
+    reader.read(odd)
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"attnlab: warning: <image 0>: an array of {odd.shape[0]} rows x 57 columns" in err
+    assert "is read as it is" in err
+
+
 @pytest.mark.parametrize(
     "call, words",
     [
@@ -87,6 +146,7 @@ def test_a_transposed_strip_is_refused_a_narrow_one_read(reader, strip):
         (lambda r, res: r.read(5), r"^images=5: give a path"),
         (lambda r, res: r.read([None]), r"^<image 0>: a NoneType is not an image"),
         (lambda r, res: r.read(np.zeros((32, 90)), beam=0), r"^beam=0: must be >= 1"),
+        (lambda r, res: r.read(np.zeros((32, 90)), beam=10**9), r"^beam=1000000000: .*at most 64"),
         (lambda r, res: attnlab.load(None), r"^run_or_checkpoint=None: give a run"),
         (lambda r, res: attnlab.load(5), r"^run_or_checkpoint=5: give a run"),
         (lambda r, res: attnlab.load(r.run, which="worst"), r"^which='worst': must be"),

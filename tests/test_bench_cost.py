@@ -11,10 +11,12 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnlab.bench import cost_count
-from attnlab.bench.cost_files import lab_table
+from attnlab.errors import UserError
+from attnlab.evaluation import cost_count
+from attnlab.evaluation.cost_match import matched_width
 from attnlab.models import costs, registry
 from attnlab.models.scoring import Attention, Scorer
+from attnlab.report.cost_files import lab_table
 from attnlab.tasks.compose import compose
 
 WITHIN = 0.01  # the closed forms must match the counter within 1%
@@ -169,6 +171,15 @@ def test_cost_command_for_every_registered_reader(tmp_path, attnlab_run):
         (["cost.lengths=[0]"], "cost.lengths"),
         (["cost.footprint_batch=6"], "cost.footprint_batch"),
         (["run=/nowhere/run"], "/nowhere/run"),
+        (["cost.lengths=[1000000]"], "cost.lengths"),  # was a std::bad_alloc traceback
+        (["cost.lengths=[65]"], "cost.lengths"),  # eval.lengths stops at 64 too
+        (["cost.footprint_length=1000"], "cost.footprint_length"),
+        (["cost.read_batches=[1000000]"], "cost.read_batches"),
+        (["cost.match=fixed", "cost.match_key=data.height"], "cost.match_key"),
+        # a key that does not change the count: was an endless doubling
+        (["model=transformer", "cost.match=fixed", "cost.match_key=model.max_len"], "max_len"),
+        # the ctc reader has no model.dec_hidden: named as cost.match_key, before measuring
+        (["model=ctc", "cost.match=fixed"], "cost.match_key=model.dec_hidden"),
     ],
 )
 def test_cost_command_refuses_bad_input_in_one_line_before_measuring(
@@ -181,12 +192,102 @@ def test_cost_command_refuses_bad_input_in_one_line_before_measuring(
     assert not (tmp_path / "cost").exists()
 
 
+def test_a_file_as_the_cost_folder_is_refused_before_measuring(tmp_path, attnlab_run):
+    taken = tmp_path / "taken.txt"
+    taken.write_text("mine\n")
+    res = attnlab_run("cost", "preset=tiny", f"cost.out={taken}", cwd=tmp_path)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert f"cost.out={taken}: is a file" in res.stderr and "cost:" not in res.stdout
+    assert taken.read_text() == "mine\n"
+
+
+def _run_folder(tmp_path, config: str | None = None):
+    """A run folder as Hydra leaves it: ``.hydra/config.yaml`` (the composed tiny config,
+    or ``config`` as the file's text)."""
+    from omegaconf import OmegaConf
+
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    if config is None:
+        OmegaConf.save(compose(["preset=tiny", "model=attention"]), run / ".hydra" / "config.yaml")
+    else:
+        (run / ".hydra" / "config.yaml").write_text(config)
+    return run
+
+
+@pytest.mark.parametrize(
+    "config, args, said",
+    [
+        ("model: [attention\n  data: {", [], "is not YAML"),  # was a 308-line traceback
+        ("- just\n- a list\n", [], "no model.name"),
+        (None, ["model=fixed"], "model=fixed: attnlab cost RUN measures the run as it trained"),
+        (None, ["model.dec_hidden=8"], "its attention reader"),
+        (None, ["data.height=48"], "only cost.*, train.threads and train.device apply"),
+    ],
+)
+def test_cost_of_a_run_refuses_what_it_cannot_honour_in_one_line(
+    tmp_path, attnlab_run, config, args, said
+):
+    run = _run_folder(tmp_path, config)
+    res = attnlab_run("cost", str(run), "train.threads=1", *args, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert said in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "cost:" not in res.stdout and not (run / "cost").exists()
+
+
+def test_cost_lists_are_measured_sorted_and_once_with_a_word(tmp_path, attnlab_run):
+    """Unsorted and repeated lengths, a reader named twice: each measured once, in order,
+    said on a line; the matched control is in cost.md."""
+    out = tmp_path / "c"
+    res = attnlab_run(
+        "cost", "preset=tiny", "train.threads=1", "cost.lengths=[4,2,2]",
+        "cost.readers=[fixed,fixed]", "cost.strips=1", "cost.repeats=1", "cost.read_batches=[1]",
+        "cost.train=false", "cost.footprint_batch=0", "cost.match=attention", f"cost.out={out}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "note: cost.lengths=[4, 2, 2] measured as [2, 4] (sorted, each once)" in res.stdout
+    assert "note: cost.readers=['fixed', 'fixed'] measured as ['fixed'] (each once)" in res.stdout
+    frame = pd.read_csv(out / "cost.csv", dtype={"reader": str})
+    assert frame[["reader", "length"]].values.tolist() == [["fixed", 2], ["fixed", 4]]
+    assert (
+        "parameter-matched control: model=fixed model.dec_hidden=" in (out / "cost.md").read_text()
+    )
+
+
+def test_the_matched_control_is_one_the_reader_accepts():
+    """The transformer matched to the fixed reader: only widths its heads divide (it once
+    printed model.dec_hidden=70 with 4 heads, which training refuses), the closest of them."""
+    from attnlab.config.experiment import model_schema
+
+    t, f = compose(["model=transformer"]), compose(["model=fixed"])
+    target = registry.check_size(f.model, f.data.height, f.data.charset)
+    n, got = matched_width(t, target)
+    heads = int(t.model.heads)
+    assert n % heads == 0
+
+    def params(width: int) -> int:
+        wide = compose(["model=transformer", f"model.dec_hidden={width}"])
+        model_schema(wide.model).check(wide.model, wide.data.height)  # trainable: no error
+        return registry.check_size(wide.model, wide.data.height, wide.data.charset)
+
+    assert got == params(n)
+    for other in (n - heads, n + heads):
+        assert abs(got - target) <= abs(params(other) - target)
+
+
+def test_reader_names_are_checked_in_one_place():
+    assert registry.check_names(["fixed", "attention"], "cost.readers") == ["fixed", "attention"]
+    with pytest.raises(UserError, match=r"^cost\.readers: unknown reader 'nope'; registered: "):
+        registry.check_names(["fixed", "nope"], "cost.readers")
+
+
 def test_matched_width_is_the_closest_parameter_match():
     """The parameter-matched control: the fixed reader's model.dec_hidden that comes closest
     to the attention reader's parameter count (no other width comes closer)."""
     fixed, att = compose(["model=fixed"]), compose(["model=attention"])
     target = registry.check_size(att.model, att.data.height, att.data.charset)
-    n, got = cost_count.matched_width(fixed, target)
+    n, got = matched_width(fixed, target)
 
     def params(width: int) -> int:
         wide = compose(["model=fixed", f"model.dec_hidden={width}"])
@@ -198,7 +299,7 @@ def test_matched_width_is_the_closest_parameter_match():
 
 def test_cpu_peak_is_the_resident_growth_over_the_block():
     """The CPU memory a step's measure reports: the resident growth while the block ran."""
-    from attnlab.bench.cost_time import RssPeak
+    from attnlab.evaluation.cost_time import RssPeak
 
     with RssPeak() as rss:
         kept = torch.ones(16 * 2**20)  # 64 MiB of float32, written

@@ -49,7 +49,7 @@ def test_a_loaded_bank_is_the_built_one(cache):
     glyphs._bank.cache_clear()  # a new process, as far as the bank goes
     loaded = glyphs.glyph_bank(data)
     assert loaded is not built and same(loaded, built)
-    assert same(built, glyphs._build_bank(glyphs._bank_key(data)))
+    assert same(built, glyphs.build_bank(bank_cache.bank_key(data)))
     assert banks(cache) == [kept]
 
 
@@ -140,7 +140,7 @@ def test_a_stored_bank_of_another_shape_is_built_again(cache, caplog, other, sai
     data = DataConfig(**SMALL)
     built = glyphs.glyph_bank(data)
     (kept,) = banks(cache)
-    wrong = glyphs._build_bank(glyphs._bank_key(DataConfig(**{**SMALL, **other})))
+    wrong = glyphs.build_bank(bank_cache.bank_key(DataConfig(**{**SMALL, **other})))
     torch.save(bank_cache.to_dict(wrong), kept)
     glyphs._bank.cache_clear()
     with caplog.at_level(logging.INFO, logger="attnlab.data"):
@@ -148,8 +148,8 @@ def test_a_stored_bank_of_another_shape_is_built_again(cache, caplog, other, sai
     assert same(again, built)
     (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "holds another bank" in line and said in line and str(kept) in line
-    assert same(bank_cache.from_dict(torch.load(kept, weights_only=True), glyphs._shape(
-        glyphs._bank_key(data))), built)  # fmt: skip
+    want = bank_cache.shape_of(bank_cache.bank_key(data))
+    assert same(bank_cache.from_dict(torch.load(kept, weights_only=True), want), built)
     caplog.clear()
     glyphs._bank.cache_clear()
     assert same(glyphs.glyph_bank(data), built) and not caplog.records  # read, no warning

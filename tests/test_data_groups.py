@@ -130,3 +130,95 @@ def test_resuming_on_a_changed_val_path_is_refused(tmp_path, sources):
     shutil.copyfile(val / rows[2].split(",")[0], val / name)  # one file replaced by another
     after = _trainer(tmp_path / "c", sources["folder"], *args).split
     assert split_changes(before, after) == f"{val} has other held-out strips (images) than it had"
+
+
+# -- issue #50: group names normalised, one file in two groups, the share held out ----------
+
+
+def _with_groups(folder, names):
+    """``folder``'s labels.csv with strip i in group ``names[i]``."""
+    rows = [r.split(",")[:2] for r in (folder / "labels.csv").read_text().splitlines()[1:]]
+    lines = [f"{f},{label},{g}" for (f, label), g in zip(rows, names, strict=True)]
+    (folder / "labels.csv").write_text("filename,label,group\n" + "\n".join(lines) + "\n")
+    return folder
+
+
+def test_group_names_are_read_in_nfc_in_every_source(tmp_path, sources):
+    import unicodedata
+
+    import lmdb
+
+    nfc, nfd = "José", unicodedata.normalize("NFD", "José")
+    assert nfc != nfd
+    train = _with_groups(plain_folder(tmp_path / "t", 20, seed=3), [nfc, "Ana"] * 10)
+    val = _with_groups(plain_folder(tmp_path / "v", 12, seed=4), [nfd, "Eve", "Bo"] * 4)
+    assert {e.group for e in open_source(val).entries} == {nfc, "Eve", "Bo"}
+    with pytest.raises(UserError) as err:  # one writer on both sides, typed two ways
+        _trainer(tmp_path / "run", train, f"data.val_path={val}")
+    assert "\n" not in str(err.value) and "1 of its groups are groups of data.path" in str(
+        err.value
+    )
+    lines = (sources["folder"] / "list.txt").read_text().splitlines()
+    (tmp_path / "list.txt").write_text(f"{lines[0].rsplit(chr(9), 1)[0]}\t{nfd}\n")
+    shutil.copyfile(sources["folder"] / lines[0].split("\t")[0], tmp_path / lines[0].split("\t")[0])
+    assert [e.group for e in open_source(tmp_path / "list.txt").entries] == [nfc]
+    lm = tmp_path / "lm"
+    shutil.copytree(sources["lmdb"], lm)
+    env = lmdb.open(str(lm), map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        txn.put(b"group-000000002", nfd.encode())
+    env.close()
+    assert open_source(lm).entries[1].group == nfc
+
+
+def test_a_group_that_is_not_utf8_in_an_lmdb_is_refused(tmp_path, sources):
+    import lmdb
+
+    lm = tmp_path / "lm"
+    shutil.copytree(sources["lmdb"], lm)
+    env = lmdb.open(str(lm), map_size=1 << 26)
+    with env.begin(write=True) as txn:  # two groups that "replace" would read as one
+        txn.put(b"group-000000003", b"g\xff")
+        txn.put(b"group-000000004", b"g\xfe")
+    env.close()
+    with pytest.raises(UserError) as err:
+        open_source(lm)
+    assert str(err.value) == (
+        f"{lm}:group-000000003: not UTF-8 text (byte 0xff at 1): write group names as UTF-8"
+    )
+
+
+def test_one_file_listed_in_two_groups_is_refused(tmp_path, sources):
+    folder = tmp_path / "twice"
+    shutil.copytree(sources["folder"], folder)
+    rows = (folder / "labels.csv").read_text().splitlines()
+    name, label, group = rows[1].split(",")  # strip 0, in g00, on line 2
+    again = [*rows, f"{name},{label},g05"]  # the same file and label, another group
+    (folder / "labels.csv").write_text("\n".join(again) + "\n")
+    with pytest.raises(UserError) as err:
+        open_source(folder)
+    assert str(err.value) == (
+        f"{folder / 'labels.csv'}:42: {name!r} is in group 'g05' here but group {group!r} on "
+        f"line 2; a strip belongs to one group: drop one of the lines"
+    )
+    (folder / "labels.csv").write_text("\n".join([*rows, f"{name},{label},{group}"]) + "\n")
+    assert len(open_source(folder)) == 40  # in one group twice: counted once, as before
+    with open(folder / "list.txt", "a") as f:  # a list file: the same file, found by content
+        f.write(f"{name}\t{label}\tg05\n")
+    with pytest.raises(UserError, match=r"list.txt:41: the same strip .* 'g05' here but 'g00'"):
+        _trainer(tmp_path, folder / "list.txt", "data.val_share=0.3")
+
+
+def test_a_held_out_share_far_from_the_one_asked_for_is_said(tmp_path, sources, caplog):
+    uneven = plain_folder(tmp_path / "uneven", 40, seed=7)
+    _with_groups(uneven, ["big"] * 31 + [f"s{i}" for i in range(9)])  # 31 strips, 9 of 1
+    split = _trainer(tmp_path / "a", uneven, "data.val_share=0.1").split
+    held = len(split["held_out"])
+    assert len(split["held_out_groups"]) == 1 and held in (1, 31)  # 1 of 10 groups
+    said = [r.getMessage() for r in caplog.records if "val_share" in r.getMessage()]
+    pct = f"{100 * held / 40:.1f}%"
+    assert len(said) == 1 and f"holds out {held} of 40 strips ({pct}), not about 10%" in said[0]
+    caplog.clear()
+    split = _trainer(tmp_path / "b", sources["folder"], "data.val_share=0.3").split
+    assert len(split["held_out"]) == 12  # 3 of 10 groups of 4: the share asked for
+    assert not [r for r in caplog.records if "val_share" in r.getMessage()]

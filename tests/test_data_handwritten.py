@@ -1,4 +1,5 @@
-"""scripts/handwritten_strips.py: composed strips say what they are composed of (issue #45).
+"""attnlab.data.handwritten (scripts/handwritten_strips.py's composition): composed strips say
+what they are composed of (issue #45).
 With ``--groups K`` the pool's samples are split into K disjoint groups and each strip is
 made of one group's samples, so holding out whole groups (data.val_share) holds out strips
 of samples no training strip holds; ``samples.csv`` records each strip's pool, group and
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from helpers.readers import tiny_config
 
+from attnlab.data import handwritten
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
 from attnlab.training.trainer import Trainer
@@ -39,9 +40,9 @@ def _glyphs(pool: str, size: int):
 
 
 def _write(script, monkeypatch, out: Path, *args: str) -> list[dict[str, str]]:
-    monkeypatch.setattr(script, "glyphs", _glyphs)
-    monkeypatch.setattr(sys, "argv", ["handwritten_strips.py", str(out), *args])
-    script.main()
+    """The script's command line, run in-process on the stand-in glyphs."""
+    monkeypatch.setattr(handwritten, "digits", _glyphs)
+    assert script.main([str(out), *args]) == 0
     with open(out / "samples.csv", newline="") as f:
         return list(csv.DictReader(f))
 
@@ -79,6 +80,36 @@ def test_without_groups_the_group_is_the_pool(script, monkeypatch, tmp_path):
     cfg = tiny_config("attention", "data=folder", f"data.path={tmp_path / 'hw'}")
     with pytest.raises(UserError, match="every strip is in group 'test'.*data.val_path"):
         Trainer(cfg, RunDir(tmp_path / "run"))
-    with pytest.raises(SystemExit, match="--groups 60: 2 samples a group, fewer than the 3"):
-        _write(script, monkeypatch, tmp_path / "few", "--images", "test", "--lengths", "1-3",
-               "--groups", "60")  # fmt: skip
+    with pytest.raises(UserError, match="--groups 60: 2 samples a group, fewer than the 3"):
+        handwritten.write_strips(tmp_path / "few", "test", (1, 3), 5, groups=60, glyphs=_glyphs)
+
+
+def test_the_script_refuses_in_one_line_with_status_2(script, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(handwritten, "digits", _glyphs)
+    out = tmp_path / "few"
+    assert script.main([str(out), "--images", "test", "--lengths", "1-3", "--groups", "60"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "handwritten_strips: error: --groups 60: 2 samples a group, fewer than the 3 digits of "
+        "the longest strip (distinct samples); give fewer groups\n"
+    )
+    assert not out.exists()  # nothing written
+    assert script.main([str(out), "--images", "test", "--lengths", "3-1"]) == 2
+    assert "--lengths 3-1: give LO-HI digits" in capsys.readouterr().err
+
+
+def test_composition_is_the_seeds_and_a_filled_folder_is_refused(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    said = handwritten.write_strips(a, "train", (2, 3), 4, seed=5, glyphs=_glyphs)
+    assert (
+        said
+        == f"wrote 8 strips (lengths 2-3, train samples, 1 group(s) of disjoint samples) to {a}"
+    )
+    handwritten.write_strips(b, "train", (2, 3), 4, seed=5, glyphs=_glyphs)
+    files = sorted(p.name for p in a.iterdir())
+    assert len(files) == 8 + 2 and files == sorted(p.name for p in b.iterdir())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)  # same seed, same bytes
+    labels = (a / "labels.csv").read_text().splitlines()[1:]
+    assert [len(line.split(",")[1]) for line in labels] == [2, 2, 2, 2, 3, 3, 3, 3]
+    with pytest.raises(UserError, match="labels.csv exists: choose another folder"):
+        handwritten.write_strips(a, "train", (2, 3), 4, glyphs=_glyphs)

@@ -279,7 +279,7 @@ def test_the_ink_height_the_crop_measures_is_the_same_in_short_and_long_generato
     # Each glyph's vertical jitter widens a long strip's outermost ink rows; the rows of the
     # middle of its ink stay put, so reading does not shrink long strips (it did, by ~15%).
     from attnlab.config import DataConfig
-    from attnlab.data.folder import INK_CENTRE, INK_HEIGHT, ink_of, ink_rows
+    from attnlab.data.pixels import INK_CENTRE, INK_HEIGHT, ink_of, ink_rows
     from attnlab.data.strips import StripSynth
 
     synth = StripSynth(DataConfig())
@@ -300,7 +300,7 @@ def test_the_ink_height_the_crop_measures_is_the_same_in_short_and_long_generato
 
 @pytest.mark.parametrize("border", [0, 40])
 def test_crop_places_the_ink_where_the_generator_does_whatever_the_margins(ref8, tmp_path, border):
-    from attnlab.data.folder import INK_CENTRE, INK_HEIGHT, ink_rows
+    from attnlab.data.pixels import INK_CENTRE, INK_HEIGHT, ink_rows
 
     framed = np.full((ref8.shape[0] + 3 * border, ref8.shape[1] + 2 * border), 255, np.uint8)
     h, w = ref8.shape

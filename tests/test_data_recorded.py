@@ -172,8 +172,29 @@ def test_fine_tuning_refuses_held_out_groups_its_source_trained_on(grouped_run, 
     with pytest.raises(UserError) as err:
         _fine_tune(tmp_path / "y", runs["grouped"], source, "data.val_share=0.4")
     msg = str(err.value)
-    assert "\n" not in msg and f"{involved} of this run's 16 held-out strips" in msg
-    assert "2 of its held-out groups" in msg
+    assert "\n" not in msg and "2 of this run's 4 held-out groups" in msg
+    assert f"as were {involved} of its 16 held-out strips" in msg
     # the source's own share and seed hold out what it held out: accepted
     ok = _fine_tune(tmp_path / "ok", runs["grouped"], source, "data.val_share=0.2")
     assert ok.split["held_out_groups"] == before["held_out_groups"]
+
+
+def test_held_out_labels_are_compared_strip_by_strip_in_any_order():
+    """Issue #50 item 1: a record with pairs (this version) and one with the labels' digest
+    in file order only (older): reordered is the same; reordered and relabelled is not."""
+    from attnlab.data.dedup import pairs_digest, split_digest
+    from attnlab.data.recorded import check_recorded
+
+    keys, labels = ["k1", "k2", "k3", "k4"], ["12", "7", "305", "7"]
+    ids = ["a.png", "b.png", "c.png", "d.png"]
+    new = {"held_out_keys": keys, "held_out_pairs": pairs_digest(keys, labels)}
+    old = {"held_out_keys": keys, "held_out_labels": split_digest([], labels)}
+    back = lambda xs: list(reversed(xs))  # noqa: E731
+    for record in (new, old):
+        check_recorded(record, back(keys), back(labels), back(ids), "v")  # the same strips
+        relabelled = back(["12", "7", "305", "8"])  # d.png: 7 -> 8, and the file reversed
+        with pytest.raises(UserError, match="labels of its held-out strips changed"):
+            check_recorded(record, back(keys), relabelled, back(ids), "v")
+        swapped = back(["12", "305", "7", "7"])  # two strips' labels swapped
+        with pytest.raises(UserError, match="labels of its held-out strips changed"):
+            check_recorded(record, back(keys), swapped, back(ids), "v")

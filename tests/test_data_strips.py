@@ -324,7 +324,7 @@ def test_only_the_training_stream_is_augmented_and_fixed_sets_stay_put():
 
 
 def test_marked_zeros_get_ink_in_their_counter_and_oldstyle_figures_move():
-    from attnlab.data.glyphs import mark_zero, oldstyle_figures, render_digits
+    from attnlab.data.forms import mark_zero, oldstyle_figures
 
     sans = next(f for f in bundled_fonts() if f.endswith("DejaVuSans.ttf"))
     glyphs = render_digits(sans, 30, 0, 32)
@@ -348,7 +348,7 @@ def test_marked_zeros_get_ink_in_their_counter_and_oldstyle_figures_move():
 
 
 def test_footless_ones_keep_their_stem_and_lose_only_the_foot():
-    from attnlab.data.glyphs import footless_one
+    from attnlab.data.forms import footless_one
 
     by_name = {Path(f).name: f for f in resolve_fonts(DataConfig())}
     for name in (

@@ -18,8 +18,8 @@ import onnx
 import pytest
 from PIL import Image
 
+from attnlab.data import pixels
 from attnlab.errors import UserError
-from attnlab.export import pixels
 from attnlab.export.exporter import export_run
 from attnlab.export.sidecar import PARITY, SIDECAR, sha256
 
@@ -192,7 +192,7 @@ def test_numpy_preprocessing_gives_the_folder_loaders_pixels(tmp_path, crop):
     from attnlab.data.folder import load_image
 
     for path in _images(tmp_path):
-        ours = pixels.load_image(path, 32, crop)
+        ours = pixels.load_image(path, 32, crop=crop)
         theirs = load_image(path, 32, warn=lambda _: None, crop=crop).numpy()
         assert ours.shape == theirs.shape and np.array_equal(ours, theirs), path.name
 

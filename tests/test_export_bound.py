@@ -177,3 +177,20 @@ def test_eval_onnx_refuses_another_checkpoints_graphs_under_the_runs_sidecar(two
     # an export of the run's last checkpoint is not one of the best checkpoint it evaluates
     with pytest.raises(UserError, match="not from .*best.pt; export this run again"):
         evaluate_run(two["run"], EvalConfig(n=2), onnx=str(two["last"]), say=lambda _: None)
+
+
+def test_an_export_of_a_checkpoint_changed_since_names_its_path_once(two, tmp_path, attnlab_run):
+    """A run exported, then trained on (its best.pt replaced): ``eval --onnx`` says the
+    checkpoint changed since the export, naming it once, not "exported from X, not from X"."""
+    import shutil
+
+    run = Path(shutil.copytree(two["run"], tmp_path / "run", ignore=_lock))
+    folder = export_checkpoint(run, "best", tmp_path / "exp")
+    best = run / "checkpoints" / "best.pt"
+    shutil.copyfile(run / "checkpoints" / "last.pt", best)  # as training on would replace it
+    res = attnlab_run("eval", run, "--onnx", folder, "eval.n=2", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.count(str(best)) == 1, res.stderr
+    assert "which has changed since (now sha256" in res.stderr
+    assert "export this run again" in res.stderr
+    assert not (run / "eval").exists()

@@ -1,12 +1,12 @@
-"""The README's ONNX example ("### Export (ONNX)"), taken from the README as it is, run in a
-virtual environment that has NumPy, Pillow and onnxruntime and neither torch nor attnlab:
-it reads strips as ``attnlab read --onnx`` does, following the sidecar's pixel contract."""
+"""The ONNX consumer the README's export section points to (scripts/read_onnx.py), run as it
+is in a virtual environment that has NumPy, Pillow and onnxruntime and neither torch nor
+attnlab: it reads strips as ``attnlab read --onnx`` does, following the sidecar's pixel
+contract."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +18,7 @@ from helpers.exports import export_checkpoint, export_reader
 from helpers.readers import tiny_config, tiny_reader
 from PIL import Image
 
-from attnlab.export import pixels
+from attnlab.data import pixels
 from attnlab.export.sidecar import SIDECAR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,12 +27,13 @@ PACKAGES = ("numpy", "PIL", "onnxruntime")
 LIBS = ("numpy.libs", "pillow.libs")
 
 
-def readme_example() -> str:
+SCRIPT = ROOT / "scripts" / "read_onnx.py"
+
+
+def test_the_readme_points_to_the_script_and_embeds_no_copy():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Export (ONNX)\n", 1)[1].split("\n### ", 1)[0]
-    blocks = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
-    assert len(blocks) == 1, "the section has one Python example"
-    return blocks[0]
+    assert "scripts/read_onnx.py" in text
+    assert "ort.InferenceSession" not in text  # one copy of the consumer: the script
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_the_sidecar_states_the_pixel_contract(tmp_path):
     assert "int64" in contract["widths"] and "float32" in contract["images"]
 
 
-def test_the_readme_example_reads_as_read_onnx_without_torch_or_attnlab(
+def test_read_onnx_script_reads_as_read_onnx_without_torch_or_attnlab(
     trained, bare_python, tmp_path, attnlab_run
 ):
     """The session's trained attention run (tiny: its readings mean little, but they and
@@ -97,8 +98,7 @@ def test_the_readme_example_reads_as_read_onnx_without_torch_or_attnlab(
     out = export_checkpoint(trained["attention"], "best", tmp_path / "out")
     height = json.loads((out / SIDECAR).read_text())["height"]
     files = _images(tmp_path)
-    script = tmp_path / "read_onnx.py"
-    script.write_text(readme_example())
+    script = SCRIPT
     for module in ("torch", "attnlab"):
         res = subprocess.run([bare_python, "-I", "-c", f"import {module}"], cwd=tmp_path,
                              capture_output=True, text=True)  # fmt: skip
@@ -121,6 +121,6 @@ def test_the_readme_example_reads_as_read_onnx_without_torch_or_attnlab(
     assert ours == want and len(ours) == len(files)
     assert len({tuple(r[1:]) for r in want}) > 1  # the strips do not all read alike
     # the pixels it fed are those of `attnlab read --onnx`, exactly
-    images, widths = pixels.pad([pixels.load_image(f, height) for f in files])
+    images, widths = pixels.pad([pixels.load_image(f, height, crop=True) for f in files])
     assert np.array_equal(np.load(tmp_path / "images.npy"), images)
     assert np.array_equal(np.load(tmp_path / "widths.npy"), widths)

@@ -192,3 +192,153 @@ def test_no_module_assigns_to_a_trainer_it_built():
 
 def _calls(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
+
+
+# --- layers: every import runs down the README's layout -----------------------------------
+
+# The package's layers from the ground up (README "Layout"): a module may import its own
+# layer and those below it, never one above. A room is a top-level module or subpackage of
+# attnlab/ (attnlab/__init__.py is "__init__": the public face, which imports only errors).
+LAYERS = (
+    ("__init__", "errors", "progress", "io", "runtime", "threads", "shadowing", "weights"),
+    ("config",),
+    ("data",),
+    ("models",),
+    ("runs",),
+    ("export",),
+    ("evaluation",),
+    ("training",),
+    ("report",),
+    ("tasks",),
+    ("bench",),
+    ("api",),
+    ("cli",),
+)
+
+
+def _module(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str, root: Path) -> bool:
+    path = root.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports(root: Path) -> list[tuple[Path, int, str, str]]:
+    """Every import of the package at ``root`` of one of its own modules, at the top level
+    and inside functions, absolute and relative: (file, line, importer, imported), the
+    imported module as precisely as it is named (``from a import b``: ``a.b`` when b is a
+    module)."""
+    found = []
+    for path in _sources(root):
+        me = _module(path, root)
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                names = [
+                    f"{base}.{a.name}" if _is_module(f"{base}.{a.name}", root) else base
+                    for a in node.names
+                ]
+            else:
+                continue
+            for name in dict.fromkeys(names):
+                if name == root.name or name.startswith(root.name + "."):
+                    found.append((path, node.lineno, me, name))
+    return found
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    room = parts[1] if len(parts) > 1 else "__init__"
+    return next((i for i, rooms in enumerate(LAYERS) if room in rooms), None)
+
+
+def upward(root: Path) -> list[str]:
+    """Each import that runs up the layers, as "file:line importer -> imported"; a module in
+    no layer is named too (a new room must be given its floor)."""
+    found = []
+    for path, line, me, name in imports(root):
+        where = f"{path.relative_to(root.parent)}:{line} {me} -> {name}"
+        mine, theirs = _layer(me), _layer(name)
+        if mine is None or theirs is None:
+            found.append(f"{where} (not in LAYERS)")
+        elif theirs > mine:
+            found.append(where)
+    return found
+
+
+def circles(root: Path) -> list[list[str]]:
+    """Modules that import each other in a loop (lazy imports count), each loop sorted."""
+    graph: dict[str, set[str]] = {}
+    for _, _, me, name in imports(root):
+        graph.setdefault(me, set()).add(name)
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            loop = []
+            while not loop or loop[-1] != v:
+                loop.append(stack.pop())
+                on.discard(loop[-1])
+            if len(loop) > 1:
+                found.append(sorted(loop))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_every_import_runs_down_the_layers():
+    assert len(imports(PACKAGE)) > 300  # the reader reads the package's imports
+    assert upward(PACKAGE) == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert circles(PACKAGE) == []
+
+
+def test_the_layer_guard_names_an_import_that_runs_up(tmp_path):
+    """A tmp package with the same rooms: a config module importing tasks (at the top, in
+    a function, and relatively) and a task importing config (down: allowed)."""
+    pkg = tmp_path / "pkg"
+    for folder in ("config", "tasks"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("import os\n")
+    (pkg / "tasks" / "work.py").write_text("from pkg.config import keys\nfrom pkg import errors\n")
+    (pkg / "config" / "keys.py").write_text(
+        "import pkg.errors\nfrom pkg.tasks.work import x\n\n\n"
+        "def lazy():\n    from ..tasks import work\n    import pkg.tasks\n"
+    )
+    (pkg / "config" / "other.py").write_text("from . import keys\n")
+    assert upward(pkg) == [
+        "pkg/config/keys.py:2 pkg.config.keys -> pkg.tasks.work",
+        "pkg/config/keys.py:6 pkg.config.keys -> pkg.tasks.work",
+        "pkg/config/keys.py:7 pkg.config.keys -> pkg.tasks",
+    ]
+    assert circles(pkg) == [["pkg.config.keys", "pkg.tasks.work"]]
+    (pkg / "config" / "keys.py").write_text("from pkg import errors\n")
+    (pkg / "bench.py").write_text("import pkg.tasks.work\n")
+    assert upward(pkg) == []
+    (pkg / "nowhere.py").write_text("from pkg.config import keys\n")
+    assert upward(pkg) == ["pkg/nowhere.py:1 pkg.nowhere -> pkg.config.keys (not in LAYERS)"]
+    assert circles(pkg) == []

@@ -1,4 +1,4 @@
-"""The README's set-up works as written: `make demo` (the lock installed into .venv), then
+"""The README's set-up works as written: `make install` (the lock installed into .venv), then
 the activation line, then `attnlab ...`; and a folder named attnlab (a clone) beside a
 script does not hide the package (`make install`'s .pth), or is named in one line by the
 command line when it does (a `pip install -e .` environment: attnlab/shadowing.py)."""
@@ -17,12 +17,14 @@ ACTIVATE = ". .venv/bin/activate"
 
 
 def _two_commands() -> list[str]:
-    """The commands of the README's "Two commands" block, comments dropped."""
+    """The commands of the README's "Two commands" section (its install block, then the two
+    commands' block), in order, comments dropped."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Two commands", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block, "README's Two commands has no bash block"
-    return [line.split("#")[0].strip() for line in block[1].splitlines() if line.strip()]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    assert blocks, "README's Two commands has no bash block"
+    lines = "".join(blocks).splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.strip()]
 
 
 def _without_venv_path() -> dict[str, str]:
@@ -35,7 +37,8 @@ def _without_venv_path() -> dict[str, str]:
 
 def test_the_readme_activates_the_environment_before_the_first_attnlab_command():
     lines = _two_commands()
-    assert lines[0] == "make demo" and ACTIVATE in lines
+    assert lines[0] == "make install" and ACTIVATE in lines
+    assert sum(line.startswith("attnlab sweep") for line in lines) == 1, lines  # pasted whole
     first = next(i for i, line in enumerate(lines) if line.startswith("attnlab "))
     assert lines.index(ACTIVATE) < first, lines
     # `make demo` says it too, as its last line.

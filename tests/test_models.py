@@ -154,6 +154,26 @@ def test_column_convolutions_see_the_strip_alone_whatever_it_is_batched_with(ove
             assert torch.allclose(alone[0], batch[i, : int(n[0])], atol=1e-5)
 
 
+@pytest.mark.parametrize("backbone", ["column", "vgg", "resnet"])
+def test_every_encoder_sees_the_strip_alone_whatever_it_is_batched_with(backbone):
+    """encoder=column|vgg|resnet (eval mode): noise past a strip's width and the other
+    strips of its batch do not move its states."""
+    cfg = tiny_config("attention", f"encoder={backbone}")
+    torch.manual_seed(0)
+    m = registry.build(cfg.model, cfg.data.height).eval()
+    assert m.encoder.name == backbone
+    s = strips([1, 9, 4])
+    pad = torch.arange(s.images.shape[-1])[None, None, :] >= s.widths[:, None, None]
+    noisy = torch.where(pad, torch.rand_like(s.images), s.images)
+    with torch.no_grad():
+        batch, lengths, _ = m.encoder(noisy, s.widths)
+        for i in range(len(s)):
+            one = s.select([i])
+            alone, n, _ = m.encoder(one.images, one.widths)
+            assert int(n[0]) == int(lengths[i])
+            assert torch.allclose(alone[0], batch[i, : int(n[0])], atol=1e-5)
+
+
 def test_a_checkpoint_from_before_the_column_convolutions_reads_as_it_was_trained(tmp_path):
     from attnlab.config import plain_config
     from attnlab.runs import checkpoint

@@ -1,6 +1,8 @@
-"""The README's commands parse, and the lab figures' markers are read and rewritten right.
+"""The README's and the docs pages' commands parse, their links resolve, and the lab figures'
+markers are read and rewritten right.
 
-Every ``attnlab ...`` line of README.md's code blocks is checked in-process, no subprocess:
+Every ``attnlab ...`` line of the code blocks of README.md and of every docs/*.md page is
+checked in-process, no subprocess:
 its words and options against the real Typer app (click's ``make_context``), then, for the
 commands that forward to Hydra, its overrides composed as the task would compose them
 (``attnlab.tasks.compose``, ``--cfg job`` semantics: nothing runs), every value of a swept
@@ -18,9 +20,15 @@ from pathlib import Path
 
 import pytest
 import typer
+from helpers.pages import readme_commands
+
+from attnlab.api import labdoc, labfigures
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+LAB = ROOT / "docs" / "lab.md"
+# every page whose commands are parsed and whose links are followed: the README, then docs/
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 # Typer command path -> the Hydra config its task composes, and the override its RUN becomes
 TASKS = {
@@ -33,19 +41,6 @@ TASKS = {
 }
 HYDRA_FLAGS = {"-m", "--multirun"}  # flags a forwarding command passes on to Hydra
 HYDRA_VALUED = {"--cfg", "-c"}
-
-
-def readme_commands(text: str) -> list[str]:
-    """Each ``attnlab ...`` command of the fenced shell blocks, continuation lines joined,
-    comments dropped."""
-    commands, shell, lines = [], False, text.replace("\\\n", " ").splitlines()
-    for line in lines:
-        if line.startswith("```"):
-            shell = not shell and line.strip("`").strip() in ("", "bash", "sh")
-            continue
-        if shell and line.lstrip().startswith("attnlab "):
-            commands.append(shlex.join(shlex.split(line, comments=True)))
-    return commands
 
 
 def _typer_context(words: list[str]):
@@ -147,6 +142,11 @@ def check_command(command: str) -> None:
 
 
 COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+PAGE_COMMANDS = [
+    pytest.param(c, id=f"{page.relative_to(ROOT)}: {c}")
+    for page in PAGES
+    for c in readme_commands(page.read_text(encoding="utf-8"))
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -164,15 +164,20 @@ def hydra():
         yield
 
 
-def test_the_readme_has_commands_of_every_kind():
-    firsts = {tuple(shlex.split(c)[1:3]) for c in COMMANDS}
-    for wanted in [("train",), ("sweep", "lengths"), ("eval",), ("probe",), ("report",)]:
-        assert any(f[: len(wanted)] == wanted for f in firsts), wanted
-    assert len(COMMANDS) >= 30
+def test_the_pages_have_commands_of_every_kind():
+    assert [p.name for p in PAGES] == ["README.md", "install.md", "lab.md", "own-strips.md"]
+    commands = [p.values[0] for p in PAGE_COMMANDS]
+    firsts = {tuple(shlex.split(c)[1:3]) for c in commands}
+    wanted = [("train",), ("sweep", "lengths"), ("sweep", "tuned"), ("eval",), ("probe",)]
+    for want in [*wanted, ("report",), ("cost",), ("read",)]:
+        assert any(f[: len(want)] == want for f in firsts), want
+    assert len(COMMANDS) >= 15 and len(commands) >= 35
+    for page in ("lab.md", "own-strips.md"):  # each docs page with commands has them parsed
+        assert any(f"docs/{page}: " in p.id for p in PAGE_COMMANDS), page
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_parses(command):
+@pytest.mark.parametrize("command", PAGE_COMMANDS)
+def test_page_command_parses(command):
     check_command(command)
 
 
@@ -205,20 +210,84 @@ def test_continuation_lines_and_comments_are_joined():
     assert readme_commands(text) == ["attnlab sweep lengths seed=0 model=fixed"]
 
 
-def test_links_into_scripts_readme_name_its_headings():
-    """Each ``scripts/README.md#anchor`` the README links to is a heading there (GitHub's
-    anchors: lower case, punctuation dropped, spaces as hyphens)."""
-    text = (ROOT / "scripts/README.md").read_text(encoding="utf-8")
+def anchors(page: Path) -> set[str]:
+    """A Markdown page's heading anchors as GitHub makes them: lower case, punctuation
+    dropped, spaces as hyphens (headings inside code blocks are not headings)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
     headings = re.findall(r"^#+ (.*)$", text, re.M)
-    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
-    links = re.findall(r"scripts/README\.md#([\w\-]+)", README.read_text(encoding="utf-8"))
-    assert links and set(links) <= anchors, set(links) - anchors
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
-# --- scripts/lab_figures.py: markers ---------------------------------------------------------
+def links(page: Path) -> list[tuple[Path, str]]:
+    """Each relative link ``[text](path#anchor)`` of a page: the file it names, resolved
+    from the page's folder, and its anchor ("" when none)."""
+    out = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s):, mailto:
+        path, _, anchor = target.partition("#")
+        out.append(((page.parent / path).resolve() if path else page, anchor))
+    return out
 
 
-def _lab_figures():
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_names_a_file_and_a_heading_there(page):
+    """README -> docs/, docs/ -> scripts/README.md, the code: each file exists and each
+    ``#anchor`` is a heading of the page it names."""
+    found = links(page)
+    assert found
+    bad = [
+        (str(path), anchor)
+        for path, anchor in found
+        if not path.exists() or (anchor and anchor not in anchors(path))
+    ]
+    assert not bad, bad
+
+
+def test_the_readme_links_every_docs_page_and_the_labs_nine_steps():
+    targets = {(path, anchor) for path, anchor in links(README)}
+    for page in PAGES[1:]:
+        assert any(path == page for path, _ in targets), page.name
+    steps = sorted(a for path, a in targets if path == LAB and re.match(r"\d-", a))
+    assert [a[0] for a in steps] == [str(n) for n in range(1, 10)]
+    assert set(steps) <= anchors(LAB)
+
+
+def test_a_broken_link_or_anchor_is_found(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A page\n\n## 1. The step: one?\n")
+    page = tmp_path / "README.md"
+    page.write_text("[ok](docs/a.md#1-the-step-one) [no](docs/b.md) [x](docs/a.md#2-nope)\n")
+    found = links(page)
+    assert [(p.name, a) for p, a in found] == [
+        ("a.md", "1-the-step-one"),
+        ("b.md", ""),
+        ("a.md", "2-nope"),
+    ]
+    assert [p.exists() and (not a or a in anchors(p)) for p, a in found] == [True, False, False]
+
+
+def test_the_readme_is_at_most_300_lines_and_names_your_own_strips_once():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    assert len(re.findall(r"^#+ .*own strips", text, re.M | re.I)) == 1
+    assert "```python\nimport json" not in text  # the ONNX consumer is scripts/read_onnx.py
+
+
+def test_the_two_commands_block_is_two_commands():
+    """Pasted whole, the block runs the sweep once: two lines, the sweep and the report (the
+    block once read as four: make demo, which runs both, then both again)."""
+    section = README.read_text(encoding="utf-8").split("## Two commands\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    block = re.findall(r"^```bash\n(.*?)^```", section, re.S | re.M)[-1]  # after the install
+    lines = [ln.split("#")[0].split() for ln in block.splitlines()]
+    assert [ln[:3] for ln in lines] == [["attnlab", "sweep", "lengths"], ["attnlab", "report"]]
+
+
+# --- the lab figures' markers (attnlab.api.labdoc) and scripts/lab_figures.py ----------------
+
+
+def _script():
     spec = importlib.util.spec_from_file_location("lab_figures", ROOT / "scripts/lab_figures.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("lab_figures", module)
@@ -239,22 +308,22 @@ end
 
 
 def test_blocks_are_read_by_name():
-    lab = _lab_figures()
-    assert lab.read_blocks(TEXT) == {"comparison": "| a | b |\n", "probe": "old probe\n"}
+    assert labdoc.read_blocks(TEXT) == {"comparison": "| a | b |\n", "probe": "old probe\n"}
 
 
 def test_write_replaces_only_the_named_blocks_and_keeps_the_rest():
-    lab = _lab_figures()
-    new = lab.write_blocks(TEXT, {"probe": "new probe\nsecond line"})
+    new = labdoc.write_blocks(TEXT, {"probe": "new probe\nsecond line"})
     assert new == TEXT.replace("old probe\n", "new probe\nsecond line\n")
-    assert lab.write_blocks(new, {"probe": "new probe\nsecond line"}) == new  # idempotent
+    assert labdoc.write_blocks(new, {"probe": "new probe\nsecond line"}) == new  # idempotent
 
 
 def test_check_names_each_figure_that_differs():
-    lab = _lab_figures()
-    assert lab.stale(TEXT, {"comparison": "| a | b |", "probe": "old probe"}) == []
-    assert lab.stale(TEXT, {"comparison": "| a | c |", "probe": "new"}) == ["comparison", "probe"]
-    assert lab.stale(TEXT, {"width": "x"}) == ["width"]  # a figure with no block is stale
+    assert labdoc.stale(TEXT, {"comparison": "| a | b |", "probe": "old probe"}) == []
+    assert labdoc.stale(TEXT, {"comparison": "| a | c |", "probe": "new"}) == [
+        "comparison",
+        "probe",
+    ]
+    assert labdoc.stale(TEXT, {"width": "x"}) == ["width"]  # a figure with no block is stale
 
 
 @pytest.mark.parametrize(
@@ -267,27 +336,41 @@ def test_check_names_each_figure_that_differs():
 )
 def test_malformed_markers_are_refused(text, error):
     with pytest.raises(ValueError, match=error):
-        _lab_figures().read_blocks(text)
+        labdoc.read_blocks(text)
 
 
 def test_writing_a_figure_without_a_block_is_refused():
     with pytest.raises(ValueError, match="lab:width"):
-        _lab_figures().write_blocks(TEXT, {"width": "x"})
+        labdoc.write_blocks(TEXT, {"width": "x"})
 
 
-def test_the_readme_has_a_block_for_every_figure_the_script_makes():
-    lab = _lab_figures()
-    assert set(lab.read_blocks(README.read_text(encoding="utf-8"))) == set(lab.FIGURES)
+def test_the_handout_has_a_block_for_every_figure_and_the_readme_none():
+    assert set(labdoc.read_blocks(LAB.read_text(encoding="utf-8"))) == set(labfigures.FIGURES)
+    assert labdoc.read_blocks(README.read_text(encoding="utf-8")) == {}
 
 
 def test_check_exits_1_naming_a_stale_figure_and_write_makes_it_current(tmp_path, capsys):
-    lab = _lab_figures()
-    readme = tmp_path / "README.md"
-    readme.write_text(TEXT)
+    doc = tmp_path / "lab.md"
+    doc.write_text(TEXT)
     figs = {"comparison": "| a | b |", "probe": "new"}
-    assert lab.sync(readme, figs, write=False, check=True) == 1
+    assert labdoc.sync(doc, figs, write=False, check=True) == 1
     assert capsys.readouterr().err.startswith("lab:probe:")
-    assert readme.read_text() == TEXT  # --check writes nothing
-    assert lab.sync(readme, figs, write=True, check=False) == 0
-    assert readme.read_text() == TEXT.replace("old probe", "new")
-    assert lab.sync(readme, figs, write=False, check=True) == 0
+    assert doc.read_text() == TEXT  # --check writes nothing
+    assert labdoc.sync(doc, figs, write=True, check=False) == 0
+    assert doc.read_text() == TEXT.replace("old probe", "new")
+    assert labdoc.sync(doc, figs, write=False, check=True) == 0
+
+
+def test_the_scripts_check_reads_docs_lab_md(tmp_path, monkeypatch, capsys):
+    """``scripts/lab_figures.py OUT --check`` with no --doc checks docs/lab.md: its own
+    blocks pass (exit 0); one figure changed fails (exit 1), naming the figure and the page.
+    The runs and figures are stood in for: nothing trains."""
+    script = _script()
+    blocks = labdoc.read_blocks(LAB.read_text(encoding="utf-8"))
+    monkeypatch.setattr(script, "run_all", lambda out, budget, say: {})
+    monkeypatch.setattr(script, "figures", lambda out: dict(blocks))
+    assert script.HANDOUT == LAB
+    assert script.main([str(tmp_path), "--check"]) == 0
+    monkeypatch.setattr(script, "figures", lambda out: {**blocks, "width": "other"})
+    assert script.main([str(tmp_path), "--check"]) == 1
+    assert capsys.readouterr().err == f"lab:width: {LAB}'s figure differs from the runs'\n"

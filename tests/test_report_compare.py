@@ -15,7 +15,8 @@ from helpers.runs import add_readings, write_run
 from attnlab.report import ReportError, build_report, discover_runs
 from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
 from attnlab.report.variants import assign_variants
-from attnlab.runs.rundir import STRIP_PRINTS, RunDir
+from attnlab.runs.evaldir import STRIP_PRINTS
+from attnlab.runs.rundir import RunDir
 
 # --------------------------------------------------------------------------- hand-made readings
 

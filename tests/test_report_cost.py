@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnlab.bench.cost_count import variant_cost
+from attnlab.evaluation.cost_count import variant_cost
 from attnlab.tasks.compose import compose
 
 

@@ -58,3 +58,53 @@ def test_runs_drawn_from_other_glyph_banks_are_said_in_one_line(tmp_path):
     assign_variants(found)
     assert [r.glyph_bank for r in found] == [banks["a0"], banks["a0"], None]
     assert bank_notes(found) == []
+
+
+def _set(run: Path, key: str, value) -> None:
+    """Edit one key of a hand-made run's composed config (as a sweep over it would write)."""
+    from omegaconf import OmegaConf
+
+    path = run / ".hydra" / "config.yaml"
+    cfg = OmegaConf.load(path)
+    OmegaConf.update(cfg, key, value, force_add=True)
+    OmegaConf.save(cfg, path)
+
+
+def test_the_glyph_bank_note_names_the_cause_the_records_show(tmp_path):
+    """Issue 50 item 7: a sweep over data.variants on one set of packages drew two banks
+    because of the config key, not 'other package versions'; other packages are named."""
+    a = write_run(tmp_path / "runs" / "a", seed=0, reader="attention")
+    b = write_run(tmp_path / "runs" / "b", seed=1, reader="attention")
+    _set(a, "data.variants", 2)
+    _set(b, "data.variants", 3)
+    _drawn_by(a, "1" * 32)
+    _drawn_by(b, "2" * 32)
+    found = discover_runs([tmp_path / "runs"])
+    assign_variants(found)
+    (note,) = bank_notes(found)
+    assert "2 different glyph banks" in note and "differ in data.variants" in note
+    assert "package versions" not in note
+    record = json.loads(RunDir(b).metrics_file.read_text(encoding="utf-8"))
+    record["drawn_by"]["packages"]["pillow"] = "0.0.1"
+    RunDir(b).metrics_file.write_text(json.dumps(record), encoding="utf-8")
+    _set(b, "data.variants", 2)
+    found = discover_runs([tmp_path / "runs"])
+    assign_variants(found)
+    (note,) = bank_notes(found)
+    assert "other package versions drew other glyphs (pillow 0.0.1, " in note
+    assert "data.variants" not in note
+
+
+def test_an_edited_drawn_by_is_named_and_the_rest_reported(tmp_path):
+    """Issue 50 item 18: a glyph_bank written as a list, number or table killed the report."""
+    runs = [write_run(tmp_path / "runs" / f"r{i}", seed=i) for i in range(4)]
+    for run, bank in zip(runs, [["x"], 5, {"a": 1}, "1" * 32], strict=True):
+        _drawn_by(run, bank)
+    build_report([tmp_path / "runs"], tmp_path / "report")
+    summary = (tmp_path / "report" / "summary.md").read_text(encoding="utf-8")
+    said = [line for line in summary.splitlines() if "unreadable record of what drew it" in line]
+    assert len(said) == 3, said
+    assert any("glyph_bank is a list" in s for s in said)
+    assert any("glyph_bank is a number (5)" in s for s in said)
+    assert any("glyph_bank is a table" in s for s in said)
+    assert (tmp_path / "report" / "index.html").is_file()

@@ -14,7 +14,7 @@ import pytest
 from helpers.runs import evaluated_copies
 
 import attnlab
-from attnlab.runs.rundir import DIGESTS
+from attnlab.runs.evaldir import DIGESTS
 
 EVAL = "synthetic-greedy"
 

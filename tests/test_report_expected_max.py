@@ -72,3 +72,18 @@ def test_the_crossing_line_says_whether_and_where():
     assert crossing_line(low, "a", "b", maximize=False).endswith(
         "do not cross at n = 1..4: a is lower (better) at every budget"
     )
+
+
+def test_curves_that_meet_only_at_the_end_are_not_called_equal():
+    # issue 50 item 6: fixed [0.0417, 0.0625, 0.0833], attention [0.0625, 0.0833, 0.0833]:
+    # unbiased fixed 0.0625, 0.0764, 0.0833; attention 0.0764, 0.0833, 0.0833.
+    scores = {"fixed": [0.0417, 0.0625, 0.0833], "attention": [0.0625, 0.0833, 0.0833]}
+    line = crossing_line(expected_max_frame(scores), "attention", "fixed")
+    assert "are equal" not in line
+    assert "attention is higher at n = 1..2, level within the 95% bands; equal at n = 3" in line
+    apart = {"a": [0.1, 0.2, 0.3, 0.4], "b": [0.8, 0.9, 0.95, 0.97]}
+    assert crossing_line(expected_max_frame(apart, n_boot=200), "a", "b").endswith(
+        "b is higher (better) at every budget, clear of the 95% bands at n = 1..4"
+    )
+    same = {"a": [0.6] * 3, "b": [0.6] * 3}
+    assert crossing_line(expected_max_frame(same), "a", "b").endswith("equal at every n = 1..3")

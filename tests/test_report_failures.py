@@ -16,7 +16,8 @@ from helpers.runs import write_run
 from attnlab.evaluation.analysis import FAILURE_LEGEND, FAILURE_MODES, OLD_FAILURE_MODES
 from attnlab.evaluation.metrics import METRIC
 from attnlab.report import build_report, discover_runs
-from attnlab.runs.rundir import DIGESTS, RunDir
+from attnlab.runs.evaldir import DIGESTS
+from attnlab.runs.rundir import RunDir
 
 EVAL = "synthetic-greedy"
 # (truth, reading) per length; seen 1-2, unseen 3-4

@@ -14,7 +14,8 @@ from helpers.runs import add_readings, write_run
 
 from attnlab.report.discover import RunInfo, read_run
 from attnlab.report.tables import summary_md
-from attnlab.runs.rundir import STRIP_PRINTS, RunDir
+from attnlab.runs.evaldir import STRIP_PRINTS
+from attnlab.runs.rundir import RunDir
 
 
 def two_readers(root):

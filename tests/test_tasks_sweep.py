@@ -282,3 +282,59 @@ def test_sigterm_during_a_jobs_evaluation_records_it_interrupted(tmp_path, cli_e
     got = json.loads(status.read_text())
     assert got["state"] == "interrupted" and got["error"].startswith("evaluation: Interrupted")
     assert not (sweep / "0" / "eval" / "synthetic-greedy").exists()  # no partial evaluation
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_sweeps_process_group_ends_every_job_interrupted(tmp_path, cli_env):
+    """A terminal's Ctrl-C: SIGINT to the whole foreground process group (the sweep and its
+    loky workers) once both jobs have trained a few steps. Each job saves last.pt at the
+    step it stopped (status.json says so), the summary prints the command that resumes the
+    sweep, and no worker is left (before: 'killed at step 0', status 'running', no last.pt)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from attnlab.runs import checkpoint
+
+    sweep = tmp_path / "s7"
+    args = ["train.steps=100000", "train.checkpoint_every=1000", "hydra.launcher.n_jobs=2"]
+    cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", *TINY, *args]
+    cmd.append(f"hydra.sweep.dir={sweep}")
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=cli_env, stdout=pipe, stderr=pipe, text=True, start_new_session=True
+    )
+
+    def trained_some() -> bool:  # both jobs past step 5, far from a checkpoint (every 1000)
+        logs = list(sweep.glob("*/train.log"))
+        return len(logs) == 2 and all("step 5/100000" in log.read_text() for log in logs)
+
+    try:
+        deadline = time.time() + 240
+        while not trained_some():
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < deadline, "the jobs did not get there"
+            time.sleep(0.1)
+        workers = _children(proc.pid)
+        assert workers
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, (out[-2000:], err[-2000:])
+    jobs = sorted(p.parent for p in sweep.glob("*/status.json"))
+    assert len(jobs) == 2, jobs
+    for job in jobs:
+        status = json.loads((job / "status.json").read_text())
+        assert status["state"] == "interrupted", status
+        assert status["error"] == "interrupted (Ctrl-C)", status
+        assert status["step"] >= 5
+        assert checkpoint.load(job / "checkpoints" / "last.pt").step == status["step"]
+        assert f"FAILED {job}: interrupted: interrupted (Ctrl-C); resume the sweep with: " in out
+    deadline = time.time() + 30
+    while any(_alive(pid) for pid in workers):
+        assert time.time() < deadline, "worker processes still running after the sweep ended"
+        time.sleep(0.2)

@@ -238,3 +238,144 @@ def test_a_study_without_its_trials_is_unreadable_in_one_line(tmp_path):
     (tmp_path / "tuned.json").write_text(json.dumps(manifest))
     with pytest.raises(StudyUnreadable, match=r"unreadable \(FileNotFoundError: .*trials.csv"):
         read_study(tmp_path)
+
+
+def test_a_reader_without_any_axis_and_a_plain_sweep_folder_are_refused(attnlab_run, tmp_path):
+    base = ["model=fixed,attention", *BUDGET]
+    res = attnlab_run(
+        "sweep", "tuned", *base, AXES[1], f"hydra.sweep.dir={tmp_path / 'a'}", cwd=tmp_path
+    )
+    assert "model=fixed has none of the search axes (model.attn_dim)" in error_line(res)
+    plain = tmp_path / "plain"
+    (plain / "0").mkdir(parents=True)  # what attnlab sweep lengths leaves
+    res = attnlab_run("sweep", "tuned", *base, AXES[0], f"hydra.sweep.dir={plain}", cwd=tmp_path)
+    assert "holds 0 but no tuned.json: not a study of attnlab sweep tuned" in error_line(res)
+    assert sorted(p.name for p in plain.iterdir()) == ["0"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (["tune.steps=3"], "tune.steps null there, 3 here; steps per trial 6 there, 3 here"),
+        (
+            ["model=fixed,attention,ctc"],
+            "readers (model=) attention,fixed there, attention,ctc,fixed here",
+        ),
+        (
+            ["optim.lr=interval(0.001,0.1)"],
+            "search space optim.lr=interval(0.001,0.05) there, optim.lr=interval(0.001,0.1) here",
+        ),
+    ],
+)
+def test_a_second_study_with_other_settings_is_refused(study, attnlab_run, change, said):
+    _, root, _, _ = study
+    before = (root / "tuned.json").read_bytes()
+    keys = {c.split("=", 1)[0] for c in change}
+    args = [
+        "model=fixed,attention",
+        f"tune.trials={TRIALS}",
+        f"tune.seeds={SEEDS}",
+        *BUDGET,
+        *AXES,
+        f"hydra.sweep.dir={root}",
+    ]
+    args = [a for a in args if a.split("=", 1)[0] not in keys] + change
+    res = attnlab_run("sweep", "tuned", *args, cwd=root.parent)
+    assert said in error_line(res)
+    assert (root / "tuned.json").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_the_section_names_the_search_and_whether_it_was_done(study):
+    _, root, report, _ = study
+    said = report.stdout
+    assert (
+        "search space: optim.lr=interval(0.001,0.05), model.attn_dim=choice(8,16) "
+        f"(attention only); 6 steps per trial; {TRIALS} trials per reader"
+    ) in said
+    best = json.loads((root / "tuned.json").read_text())["best"]["attention"]
+    dim = next(o for o in best["overrides"] if o.startswith("model.attn_dim="))
+    edge = "bottom" if dim.endswith("=8") else "top"  # choice(8,16): always at an edge
+    assert f"attention's best trial has {dim}, at the {edge} edge of the searched 8..16" in said
+    for reader in ("fixed", "attention"):
+        rising = 0
+        for d in trials(root, reader).dir:
+            h = pd.read_csv(root / "study" / reader / d / "history.csv")
+            vals = h["val_exact_acc"].dropna().tolist()
+            rising += len(vals) >= 2 and vals[-1] > max(vals[:-1])
+        line = f"{reader}: {rising} of its {TRIALS} trials were still improving"
+        assert (line in said) == (rising > 0)
+
+
+@pytest.mark.slow
+def test_edited_and_missing_study_files_are_named(study, attnlab_run, tmp_path):
+    import shutil
+
+    from attnlab.report.expected_max import unbiased as ub
+
+    _, root, _, _ = study
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    table = copy / "study" / "fixed" / "trials.csv"
+    t = pd.read_csv(table, dtype={"dir": str})
+    truth = t.value.tolist()
+    t.loc[1, "value"] = 0.99
+    t.to_csv(table, index=False)
+    shutil.rmtree(copy / "study" / "attention" / trials(copy, "attention").dir[3])
+    res = attnlab_run("report", str(copy), "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (
+        "study/fixed/trials.csv: edited after the study wrote it (not the sha256 tuned.json "
+        "records): trial 1 0.99 there"
+    ) in res.stdout
+    assert "study/attention/trials.csv: trial folder(s) 3 are gone (deleted?)" in res.stdout
+    frame = pd.read_csv(tmp_path / "r" / "expected_max.csv")
+    rows = frame[(frame.variant == "fixed") & (frame.estimator == "unbiased")]
+    assert rows.expected.tolist() == pytest.approx(ub(truth))  # not the edited 0.99
+    (copy / "tuned.json").unlink()
+    res = attnlab_run("report", str(copy), "--out", str(tmp_path / "r2"), cwd=tmp_path)
+    assert f"study {copy}: no tuned.json (deleted?)" in res.stderr
+    assert not (tmp_path / "r2" / "expected_max.csv").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_the_command_that_resumes_the_study(tmp_path, cli_env):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "study"
+    args = [
+        "model=fixed,attention",
+        "tune.trials=2",
+        "tune.seeds=1",
+        *BUDGET[:-4],
+        "train.steps=100000",
+        "train.val_every=50000",
+        *AXES,
+        f"hydra.sweep.dir={root}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnlab.cli", "sweep", "tuned", *args],
+        cwd=tmp_path,
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(root.glob("study/fixed/0/history.csv")) and time.monotonic() < deadline:
+        if list(root.glob("study/fixed/0/.hydra/config.yaml")):
+            time.sleep(2)
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    line = next(ln for ln in out.splitlines() if "stopped (Ctrl-C); resume with:" in ln)
+    assert line.endswith(f"hydra.sweep.dir={root}")
+    assert "attnlab sweep tuned model=fixed,attention tune.trials=2" in line

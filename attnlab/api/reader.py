@@ -1,7 +1,7 @@
 """``attnlab.load``: a trained run as a reader object for notebooks and scripts.
 
 It restores the checkpoint as ``attnlab read`` does (attnlab.runs.checkpoint) and reads
-through the same loader (attnlab.data.folder.prepare) and the same reading step
+through the same loader (attnlab.data.arrays.image_strip) and the same reading step
 (attnlab.tasks.read.read_loaded), so a file gives the same text here as on the command line.
 """
 
@@ -15,8 +15,7 @@ import numpy as np
 
 from attnlab.config import RunTaskConfig, check_beam
 from attnlab.config.rules import require
-from attnlab.data.arrays import array_grey, check_orientation, pil_grey
-from attnlab.data.folder import load_image, prepare
+from attnlab.data.arrays import image_strip
 from attnlab.errors import UserError
 
 
@@ -58,27 +57,12 @@ class TrainedReader:
         return f"TrainedReader({self.model.name!r}, run={str(self.run)!r})"
 
     def _load(self, image: Any, i: int, crop: bool):
-        """One image -> (height, W) tensor, through the folder loader; and its name."""
-        from PIL import Image
+        """One image -> (height, W) tensor, prepared as a file is (attnlab.data.arrays); and
+        its name."""
+        import torch
 
-        height = self.config.data.height
-        if isinstance(image, (str, Path)):
-            return load_image(image, height, crop=crop), str(image)
-        name = f"<image {i}>"
-        if isinstance(image, Image.Image):
-            try:
-                grey = pil_grey(image, name)
-            except (ValueError, OSError) as err:  # closed, or its file gone or unreadable
-                raise UserError(f"{name}: the PIL image cannot be read ({err})") from err
-            return prepare(grey, name, height, crop=crop), name
-        if isinstance(image, np.ndarray):
-            grey = array_grey(image, name)
-            check_orientation(grey.shape, height, name)
-            return prepare(grey, name, height, crop=crop), name
-        raise UserError(
-            f"{name}: a {type(image).__name__} is not an image (give a path, a PIL image "
-            "or a NumPy array)"
-        )
+        strip, name = image_strip(image, i, self.config.data.height, crop)
+        return torch.from_numpy(strip), name
 
     def read(self, images: Any, beam: int = 1, crop: bool = True) -> list[Reading]:
         """Read one image or a list of them; one Reading per image, in order. ``crop`` as

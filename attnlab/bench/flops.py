@@ -3,7 +3,7 @@
 machine's measured fp32 matmul peak on the same threads.
 
 The counter counts the matrix products and convolutions (GRU and GRU-cell gates included;
-cuDNN's RNN and CPU's fused attention through formulas attnlab.bench.cost_count registers);
+cuDNN's RNN and CPU's fused attention through formulas attnlab.evaluation.cost_count registers);
 element-wise work (activations, softmax, the loss) is not counted, so the ratio to the peak
 is that of the work a matmul unit could do.
 """
@@ -23,7 +23,7 @@ def step_flops(trainer: Any) -> dict[str, Any]:
     """FLOPs of one training step of ``trainer`` (a Trainer): one batch of its stream, forward
     and backward, under the trainer's autocast; the gradients are dropped and the optimiser
     not stepped. Per strip: over the step's ``batch_size x accumulate`` strips."""
-    from attnlab.bench.cost_count import register_formulas
+    from attnlab.evaluation.cost_count import register_formulas
 
     register_formulas()  # cuDNN's RNN and CPU's fused attention: counted, not 0
     model = trainer.model

@@ -63,10 +63,14 @@ def show(r: dict[str, Any], device: str) -> None:
     print(f"folder: Trainer.advance() of the {r['reader']} reader on {device}")
     runs = (("synthesis", r["synthesis"]), (f"folder ({r['strips']} strips)", r["folder"]))
     rows = [
-        [name, fmt(x["strips_per_s"]), f"{x['steps']} x {x['batch_size']} in {x['seconds']} s",
-         f"{100 * x['data_share']:.0f}%"]
+        [
+            name,
+            fmt(x["strips_per_s"]),
+            f"{x['steps']} x {x['batch_size']} in {x['seconds']} s",
+            f"{100 * x['data_share']:.0f}%",
+        ]
         for name, x in runs
-    ]  # fmt: skip
+    ]
     print(table(rows, ["training strips", "strips/s", "steps", "data share"]))
     print(
         f"folder / synthesis = {100 * r['ratio']:.0f}% (target >= {100 * r['target_ratio']:.0f}%) "

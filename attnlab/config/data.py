@@ -31,9 +31,13 @@ class DataConfig:
     # are paths or globs (system fonts).
     fonts: list[str] = field(
         default_factory=lambda: [
-            "bundled", "reportlab", "pymupdf-fonts", "font-lato", "font-source-serif-pro"
+            "bundled",
+            "reportlab",
+            "pymupdf-fonts",
+            "font-lato",
+            "font-source-serif-pro",
         ]
-    )  # fmt: skip
+    )
     exclude_fonts: list[str] = field(default_factory=list)  # file-name substrings left out
     font_sizes: list[int] = field(default_factory=lambda: [22, 26, 30])  # px at height 32
     stroke_widths: list[int] = field(default_factory=lambda: [0, 1])
@@ -119,8 +123,10 @@ class DataConfig:
             values = list(d.train_length_set)
             require(
                 bool(values) and all(int(v) >= 1 for v in values),
-                "data.train_length_set", values, "must list lengths >= 1",
-            )  # fmt: skip
+                "data.train_length_set",
+                values,
+                "must list lengths >= 1",
+            )
         else:
             span(d.train_lengths, "data.train_lengths")
         sizes = list(d.font_sizes)

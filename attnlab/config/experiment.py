@@ -81,11 +81,19 @@ class TrainConfig:
         check_at_least(t, "train", keys)
         rule = "is too large to allocate; use a smaller batch with train.accumulate=K"
         require(t.batch_size <= 65536, "train.batch_size", t.batch_size, rule)
-        require(t.examples_shown >= 0 and t.maps_logged >= 0, "train.examples_shown/maps_logged",
-                (t.examples_shown, t.maps_logged), "must be >= 0")  # fmt: skip
+        require(
+            t.examples_shown >= 0 and t.maps_logged >= 0,
+            "train.examples_shown/maps_logged",
+            (t.examples_shown, t.maps_logged),
+            "must be >= 0",
+        )
         require(t.threads >= 0, "train.threads", t.threads, "must be >= 0 (0 = default)")
-        require(t.threads <= MAX_THREADS, "train.threads", t.threads,
-                f"must be <= {MAX_THREADS} (threads per process; 0 = default)")  # fmt: skip
+        require(
+            t.threads <= MAX_THREADS,
+            "train.threads",
+            t.threads,
+            f"must be <= {MAX_THREADS} (threads per process; 0 = default)",
+        )
         ok = t.thread_policy in ("adaptive", "fixed")
         require(ok, "train.thread_policy", t.thread_policy, "must be adaptive or fixed")
         ok = t.progress in ("auto", "rich", "plain")
@@ -95,9 +103,11 @@ class TrainConfig:
         require(ok, "train.patience", t.patience, "must be >= 1 validations, or 0/null (off)")
         if t.objective is not None:
             require(
-                t.objective in OBJECTIVES, "train.objective", t.objective,
+                t.objective in OBJECTIVES,
+                "train.objective",
+                t.objective,
                 f"must be one of {', '.join(OBJECTIVES)} (or null: return the metrics)",
-            )  # fmt: skip
+            )
 
 
 # train.threads' ceiling: far above any one machine's cores, below what segfaults torch's
@@ -169,13 +179,19 @@ class EvalConfig:
         require(e.explore_n >= 0, f"{prefix}.explore_n", e.explore_n, "must be >= 0 (0 = none)")
         require(
             all(finite(t) and 0 <= t <= 1 for t in e.thresholds),
-            f"{prefix}.thresholds", list(e.thresholds), "must be confidences in [0, 1]",
-        )  # fmt: skip
+            f"{prefix}.thresholds",
+            list(e.thresholds),
+            "must be confidences in [0, 1]",
+        )
         if e.lengths is not None:
             lo, hi = span(e.lengths, f"{prefix}.lengths")
-            require(hi <= MAX_EVAL_LENGTH, f"{prefix}.lengths", [lo, hi],
-                     f"must stay within {MAX_EVAL_LENGTH} digits (each length is a set of eval.n "
-                     f"strips read step by step)")  # fmt: skip
+            require(
+                hi <= MAX_EVAL_LENGTH,
+                f"{prefix}.lengths",
+                [lo, hi],
+                f"must stay within {MAX_EVAL_LENGTH} digits (each length is a set of eval.n "
+                f"strips read step by step)",
+            )
 
 
 @dataclass

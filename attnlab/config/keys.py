@@ -22,7 +22,8 @@ NEUTRAL_KEYS = (
     "train.checkpoint_every",  # checkpoint cadence (a resume continues the same run)
     "train.examples_shown",  # lines printed at each validation
     "train.maps_logged",  # TensorBoard images
-    "train.objective",  # what a sweeper is told, not what is trained
+    "train.objective",  # what a sweeper is told; its measure (which chooses best.pt) counts:
+    # report.variants.identity and training.state.resumable check it
     "eval.batch_size",  # strips per forward pass (readings are padding-independent: tested)
     "eval.maps_k",  # how many maps are drawn
     "eval.map_lengths",

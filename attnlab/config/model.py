@@ -20,6 +20,12 @@ class ModelConfig:
     """
 
     name: str = MISSING  # a registered reader: attnlab.models.registry.names()
+    # The column encoder (the config group `encoder=column|vgg|resnet` sets it): `column`, the
+    # lab's, uses the stem/column keys below; `vgg` and `resnet` use conv_channels.
+    backbone: str = "column"
+    # vgg and resnet: channels of each conv stage; each stage halves the height (and the
+    # width while `stride` asks for it), so data.height must divide by 2**len.
+    conv_channels: list[int] = field(default_factory=lambda: [16, 32, 64, 128])
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
     stride: int = 8  # pixel columns per encoder column (a power of two)
@@ -39,13 +45,51 @@ class ModelConfig:
         for key in ("hidden", "layers"):
             require(getattr(m, key) >= 1, f"model.{key}", getattr(m, key), "must be >= 1")
         require(m.column_mlp >= 0, "model.column_mlp", m.column_mlp, "must be >= 0 (0 = none)")
+        backbone, known = str(getattr(m, "backbone", "column")), encoder_names()
+        require(backbone in known, "model.backbone", backbone, f"must be one of {'|'.join(known)}")
+        if backbone != "column":
+            cls._check_conv(m, height)
+            return
         channels = list(m.stem_channels)
         require(all(c >= 1 for c in channels), "model.stem_channels", channels, "must be >= 1 each")
         halvings = int(m.stride).bit_length() - 1
         ok = m.stride >= 1 and 2**halvings == m.stride
         require(ok, "model.stride", m.stride, "must be a power of two")
         ok = not channels or halvings <= len(channels)
-        require(ok, "model.stride", m.stride, f"needs at least {halvings} stem layers, "
-                f"model.stem_channels has {len(channels)}")  # fmt: skip
+        require(
+            ok,
+            "model.stride",
+            m.stride,
+            f"needs at least {halvings} stem layers, model.stem_channels has {len(channels)}",
+        )
         ok = height % (2 ** len(channels)) == 0
         require(ok, "data.height", height, f"must be divisible by {2 ** len(channels)} (stem)")
+
+    @staticmethod
+    def _check_conv(m: Any, height: int) -> None:
+        """The conv encoders' (vgg, resnet) keys."""
+        channels = list(m.conv_channels)
+        ok = bool(channels) and all(c >= 1 for c in channels)
+        require(ok, "model.conv_channels", channels, "must be one or more numbers >= 1")
+        halvings = int(m.stride).bit_length() - 1
+        ok = m.stride >= 1 and 2**halvings == m.stride
+        require(ok, "model.stride", m.stride, "must be a power of two")
+        stages = f"needs at least {halvings} conv stages, model.conv_channels has {len(channels)}"
+        require(halvings <= len(channels), "model.stride", m.stride, stages)
+        ok = height % (2 ** len(channels)) == 0
+        require(
+            ok, "data.height", height, f"must be divisible by {2 ** len(channels)} (conv stages)"
+        )
+
+
+def encoder_names() -> list[str]:
+    """The packaged encoders (the modules of attnlab/models/encoders/, the lab's first), read
+    from the folder: the config layer imports nothing of the models' (attnlab.models.encoders
+    .names() lists the same)."""
+    from importlib.resources import files
+
+    folder = files("attnlab").joinpath("models", "encoders")
+    found = sorted(
+        p.name[:-3] for p in folder.iterdir() if p.name.endswith(".py") and p.name[0] != "_"
+    )
+    return ["column", *(n for n in found if n != "column")]

@@ -58,9 +58,15 @@ def check_seed(value: Any, key: str = "seed") -> None:
     require(ok, key, value, f"must be an integer in [0, 2**63) (0 to {SEED_LIMIT - 1})")
 
 
+# The widest beam: far beyond what a digit vocabulary gains from (the readings stop
+# changing by a width of 10), below widths whose rows exhaust memory (1e9: std::bad_alloc).
+MAX_BEAM = 64
+
+
 def check_beam(beam: Any, key: str) -> None:
     """The beam width of eval and of read: one rule for both."""
-    require(isinstance(beam, int) and beam >= 1, key, beam, "must be >= 1 (1 = greedy)")
+    ok = isinstance(beam, int) and not isinstance(beam, bool) and 1 <= beam <= MAX_BEAM
+    require(ok, key, beam, f"must be >= 1 (1 = greedy) and at most {MAX_BEAM}")
 
 
 def check_name(value: Any, key: str) -> None:

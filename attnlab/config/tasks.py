@@ -106,8 +106,9 @@ class ExportConfig:
         require(e.n >= 1, f"{prefix}.n", e.n, "must be >= 1")
         check_seed(e.seed, f"{prefix}.seed")
         span(e.lengths, f"{prefix}.lengths")
-        require(e.format in ("folder", "lmdb"), f"{prefix}.format", e.format,
-                "must be folder or lmdb")  # fmt: skip
+        require(
+            e.format in ("folder", "lmdb"), f"{prefix}.format", e.format, "must be folder or lmdb"
+        )
 
 
 @dataclass

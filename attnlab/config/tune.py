@@ -26,13 +26,21 @@ class TuneConfig:
 
     @classmethod
     def check(cls, t: Any, prefix: str = "tune") -> None:
-        require(t.trials >= 2, f"{prefix}.trials", t.trials,
-                "must be >= 2 (an expected best against trials needs two)")  # fmt: skip
+        require(
+            t.trials >= 2,
+            f"{prefix}.trials",
+            t.trials,
+            "must be >= 2 (an expected best against trials needs two)",
+        )
         require(t.seeds >= 1, f"{prefix}.seeds", t.seeds, "must be >= 1")
         check_seed(t.first_seed, f"{prefix}.first_seed")
         check_seed(t.sampler_seed, f"{prefix}.sampler_seed")
-        require(t.sampler in SAMPLERS, f"{prefix}.sampler", t.sampler,
-                f"must be one of {', '.join(SAMPLERS)}")  # fmt: skip
+        require(
+            t.sampler in SAMPLERS,
+            f"{prefix}.sampler",
+            t.sampler,
+            f"must be one of {', '.join(SAMPLERS)}",
+        )
         if t.steps is not None:
             require(t.steps >= 1, f"{prefix}.steps", t.steps, "must be >= 1")
 

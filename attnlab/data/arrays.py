@@ -1,18 +1,58 @@
 """In-memory images (a Pillow image, a 2-D or 3-D NumPy array) -> grey, as a file of the same
-pixels is decoded (attnlab.data.folder), so that ``attnlab.load(...).read`` of an array gives
-the reading ``attnlab read`` gives of the file."""
+pixels is decoded (attnlab.data.pixels), then prepared as every strip is (``pixels.prepare``),
+so that ``attnlab.load(...).read`` of an array gives the reading ``attnlab read`` gives of the
+file. Torch-free: ``image_strip`` gives NumPy strips."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
-from attnlab.data.folder import TALL, full_scale, to_grey
+from attnlab.data import pixels
+from attnlab.data.pixels import TALL, Warn, full_scale, to_grey, warn_stderr
 from attnlab.errors import UserError
 
 LUMA = np.array([0.299, 0.587, 0.114])  # Pillow's convert("L") weights (ITU-R 601-2)
 # Grey levels an image must span to hold anything readable: 2 of 255, under any scanner's
 # faintest stroke and over the 1/255 of a 0/1 mask read as 0-255.
 NO_CONTRAST = 2 / 255
+# How far below 0 float samples may reach and still be read as 0-1 (or 0-255) grey:
+# resampling's undershoot beside a black stroke, as 1.02 is its overshoot on the paper. Any
+# lower, and the array is on another scale (-1..1, int8): refused, as clipping it would
+# turn half of its grey levels black without a word.
+UNDERSHOOT = 0.05
+DEEPEST = 2**32 - 1  # the white of the deepest samples read (32-bit); brighter is refused
+# An array this many times taller than wide is read, with a warning: a strip is (H, W).
+TALLER = 2.0
+
+
+def image_strip(
+    image: Any, i: int, height: int, crop: bool, warn: Warn = warn_stderr
+) -> tuple[np.ndarray, str]:
+    """One image of ``attnlab.load(...).read`` (a path, a Pillow image or a NumPy array) ->
+    its strip (height, W) float32 as ``attnlab read`` prepares a file, and its name (the
+    path, or ``<image i>``)."""
+    from PIL import Image
+
+    if isinstance(image, (str, Path)):
+        return pixels.load_image(Path(image), height, crop=crop, warn=warn), str(image)
+    name = f"<image {i}>"
+    if isinstance(image, Image.Image):
+        try:
+            grey = pil_grey(image, name)
+        except (ValueError, OSError) as err:  # closed, or its file gone or unreadable
+            raise UserError(f"{name}: the PIL image cannot be read ({err})") from err
+    elif isinstance(image, np.ndarray):
+        grey = array_grey(image, name)
+        check_orientation(grey.shape, height, name, warn)
+    else:
+        raise UserError(
+            f"{name}: a {type(image).__name__} is not an image (give a path, a PIL image "
+            "or a NumPy array)"
+        )
+    return pixels.prepare(grey, height, crop=crop, name=name, warn=warn), name
 
 
 def pil_grey(image, name: str) -> np.ndarray:
@@ -31,16 +71,18 @@ def array_grey(array: np.ndarray, name: str) -> np.ndarray:
     refused, as nothing in it can be read."""
     from PIL import Image
 
-    a = np.asarray(array)
+    a = given = np.asarray(array)
     if a.ndim == 3 and a.shape[2] == 1:
         a = a[:, :, 0]
     if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)) or 0 in a.shape:
         raise UserError(
             f"{name}: an array of shape {a.shape} is not an image (H x W, or H x W x 1, 3 or 4)"
         )
-    if not (a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer)
-            or np.issubdtype(a.dtype, np.floating)):  # fmt: skip
+    numeric = np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)
+    if not (a.dtype == np.bool_ or numeric):
         raise UserError(f"{name}: arrays of {a.dtype} are not images (use integers or floats)")
+    if a.dtype == np.bool_:  # False ink, True paper: as a PNG of 0/255 pixels
+        a = a.astype(np.uint8) * np.uint8(255)
     scale = array_scale(a, name)
     if scale is None:  # uint8 and bool: through Pillow, as a PNG of those pixels would be
         grey = to_grey(Image.fromarray(np.ascontiguousarray(a)), name)
@@ -53,7 +95,7 @@ def array_grey(array: np.ndarray, name: str) -> np.ndarray:
     if float(grey.max() - grey.min()) < NO_CONTRAST:
         raise UserError(
             f"{name}: no contrast (every pixel {float(grey.mean()):.3f} on the 0-1 scale, "
-            f"from {a.dtype} values {_range(a)}): nothing to read"
+            f"from {given.dtype} values {_range(given)}): nothing to read"
         )
     return grey
 
@@ -71,14 +113,27 @@ def array_scale(a: np.ndarray, name: str) -> float | None:
     """
     if a.dtype == np.bool_:
         return None
-    top = float(a.max(initial=0))
-    if np.issubdtype(a.dtype, np.integer):
-        if top <= 1 and int(a.min(initial=0)) >= 0:
-            return 1.0
-        return None if a.dtype == np.uint8 else full_scale(top, False)
-    if not np.isfinite(a).all():
+    if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
         raise UserError(f"{name}: float image with NaN or infinite pixels")
-    return full_scale(top, True)
+    is_float = np.issubdtype(a.dtype, np.floating)
+    top, low = float(a.max(initial=0)), float(a.min(initial=0))
+    if top > DEEPEST:
+        raise UserError(
+            f"{name}: {a.dtype} values {_range(a)} reach above {DEEPEST} (32-bit white, the "
+            "deepest samples read): rescale to 0-1 floats or 0-255 integers"
+        )
+    if not is_float and top <= 1 and low >= 0:
+        scale = 1.0
+    elif a.dtype == np.uint8:
+        return None
+    else:
+        scale = full_scale(top, is_float)
+    if low < (-UNDERSHOOT * scale if is_float else 0):
+        raise UserError(
+            f"{name}: {a.dtype} values {_range(a)} go below 0 (black): grey levels are 0 (ink) "
+            f"to {scale:g} (paper); rescale them (e.g. (a + 1) / 2 for -1..1)"
+        )
+    return scale
 
 
 def _range(a: np.ndarray) -> str:
@@ -86,17 +141,21 @@ def _range(a: np.ndarray) -> str:
     return f"{lo:g}..{hi:g}" if np.issubdtype(a.dtype, np.floating) else f"{int(lo)}..{int(hi)}"
 
 
-def check_orientation(shape: tuple[int, ...], height: int, name: str) -> None:
+def check_orientation(
+    shape: tuple[int, ...], height: int, name: str, warn: Warn = warn_stderr
+) -> None:
     """Refuse an array that cannot be a strip the right way up: a strip is one row of
     digits, so it is refused when it is over TALL times taller than wide, or when it is
-    taller than wide with its width exactly the reader's height and its height not (a
-    (W, H) strip made for this reader, transposed). A narrow strip of one digit (taller
-    than wide, but not as wide as the reader is high) is read."""
+    taller than wide with its width a multiple of the reader's height and its height not (a
+    (W, H) strip made for this reader, or at 2 or 3 times its height, transposed). A narrow
+    strip of one digit (taller than wide, but not as wide as the reader is high) is read;
+    one over TALLER times taller than wide is read with a warning that says so."""
     h, w = shape[:2]
-    transposed = h > w and w == height and h != height
+    transposed = h > w and w % height == 0 and h % height != 0
     if transposed or h > TALL * w:
         why = (
-            f"its width is the reader's height ({height}): a (W, H) strip, transposed?"
+            f"its width is {_times(w // height)}the reader's height ({height}): a (W, H) "
+            "strip, transposed?"
             if transposed
             else f"{h / w:.1f} times taller than wide: a strip is one row of digits"
         )
@@ -104,3 +163,13 @@ def check_orientation(shape: tuple[int, ...], height: int, name: str) -> None:
             f"{name}: an array of {h} rows x {w} columns is not a strip the right way up "
             f"({why}); give it as (H, W)"
         )
+    if h > TALLER * w:
+        warn(
+            f"{name}: an array of {h} rows x {w} columns, {h / w:.1f} times "
+            "taller than wide, is read as it is (a strip is (H, W): if it is transposed, give "
+            "its .T)"
+        )
+
+
+def _times(k: int) -> str:
+    return "" if k == 1 else f"{k} times "

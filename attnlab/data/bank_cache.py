@@ -34,7 +34,9 @@ from typing import Any
 
 import torch
 
-from attnlab.data.glyphs import GlyphBank
+from attnlab.config import DataConfig
+from attnlab.data.fonts import resolve_fonts
+from attnlab.data.ranges import levels
 from attnlab.io import WriteError, atomic_write
 
 log = logging.getLogger("attnlab.data")
@@ -42,6 +44,74 @@ log = logging.getLogger("attnlab.data")
 OFF = ("off", "0", "no", "false")
 FORMAT = 1  # of the stored file; bump when its layout changes
 KEEP = 8  # banks kept (the default one is about 100 MB); the least recently used go first
+
+
+@dataclass(frozen=True)
+class GlyphBank:
+    """Every character of the charset (``data.charset``) in every font, size and stroke
+    that renders all of them, in geometric variants and blur levels (built by
+    ``attnlab.data.glyphs``).
+
+    Stored column-major, (..., Wg, H), so that placing a glyph adds whole columns.
+    """
+
+    columns: torch.Tensor  # (R, K, C, V, Wg, H) uint8 ink, left-aligned on the first ink column
+    widths: torch.Tensor  # (R, K, C, V) int64 ink width of each glyph
+    renderings: tuple[str, ...]  # "font@size/stroke" for each of the R renderings
+    blur_levels: tuple[float, ...]  # the K blur sigmas
+
+
+# The data keys that define a bank (and nothing else does), in the order of its key: a run's
+# glyphs change with one of them, or with the packages that draw them (attnlab.runs.drawn).
+BANK_KEYS = (
+    "height",
+    "fonts",
+    "font_sizes",
+    "stroke_widths",
+    "variants",
+    "scale",
+    "stretch",
+    "shear",
+    "rotation",
+    "v_offset",
+    "blur",
+    "marked_zeros",
+    "oldstyle",
+    "footless_ones",
+    "elastic",
+    "charset",
+)
+_SHARES = ("marked_zeros", "oldstyle", "footless_ones", "elastic")  # 0 and 0.0 alike
+_RANGES = ("font_sizes", "stroke_widths", "scale", "stretch", "shear", "rotation", "blur")
+
+
+def bank_key(data: DataConfig) -> tuple:
+    """The values of ``BANK_KEYS``, with the font files they resolve to: a bank's name in
+    this process and (hashed, ``bank_digest``) on disk."""
+
+    def value(name: str) -> Any:
+        raw = getattr(data, name)
+        if name == "fonts":
+            return tuple(resolve_fonts(data))
+        if name in _RANGES:
+            return tuple(raw)
+        return float(raw) if name in _SHARES else str(raw) if name == "charset" else raw
+
+    return tuple(value(name) for name in BANK_KEYS)
+
+
+def px(size: int, height: int) -> int:
+    """A font size of data.font_sizes (px at height 32) at this strip height."""
+    return max(6, round(size * height / 32))
+
+
+def shape_of(key: tuple) -> Shape:
+    """The shape of the bank of ``key`` (``bank_key``): what a stored one must have."""
+    height, fonts, sizes, strokes, variants, blur, charset = (
+        key[i] for i in (0, 1, 2, 3, 4, 10, 15)
+    )
+    names = {f"{Path(f).stem}@{px(s, height)}/{k}" for f in fonts for s in sizes for k in strokes}
+    return Shape(height, len(charset), variants, tuple(levels(blur)), frozenset(names))
 
 
 def cache_dir() -> Path | None:
@@ -129,8 +199,12 @@ def load_or_build(digest: str, build: Callable[[], GlyphBank], want: Shape) -> G
 
 def to_dict(bank: GlyphBank) -> dict[str, Any]:
     """A bank as plain tensors, lists and strings (what ``torch.load(weights_only=True)`` reads)."""
-    return {"columns": bank.columns, "widths": bank.widths,
-            "renderings": list(bank.renderings), "blur_levels": list(bank.blur_levels)}  # fmt: skip
+    return {
+        "columns": bank.columns,
+        "widths": bank.widths,
+        "renderings": list(bank.renderings),
+        "blur_levels": list(bank.blur_levels),
+    }
 
 
 def from_dict(d: dict[str, Any], want: Shape) -> GlyphBank:
@@ -138,10 +212,13 @@ def from_dict(d: dict[str, Any], want: Shape) -> GlyphBank:
     ``want`` (else OtherShape, naming the first that differs)."""
     columns, widths = d["columns"], d["widths"]  # (R, K, C, V, Wg, H), (R, K, C, V)
     ok = (
-        columns.dtype == torch.uint8 and columns.dim() == 6 and widths.dtype == torch.int64
-        and widths.shape == columns.shape[:4] and len(d["renderings"]) == columns.shape[0]
+        columns.dtype == torch.uint8
+        and columns.dim() == 6
+        and widths.dtype == torch.int64
+        and widths.shape == columns.shape[:4]
+        and len(d["renderings"]) == columns.shape[0]
         and len(d["blur_levels"]) == columns.shape[1]
-    )  # fmt: skip
+    )
     if not ok:
         raise ValueError("not a glyph bank of this layout")
     renderings = tuple(str(r) for r in d["renderings"])

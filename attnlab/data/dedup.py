@@ -103,6 +103,12 @@ def _group(entry: Any) -> str:
     return "" if group is None else f"\0{group}"
 
 
+def pairs_digest(keys: list[str], labels: list[str]) -> str:
+    """A set of strips and their labels as one digest, in no order: each strip's image key
+    with its own label, sorted (a reordered file gives the same, a relabelled strip not)."""
+    return _digest(sorted(f"{k}\0{label}" for k, label in zip(keys, labels, strict=True)))
+
+
 def split_digest(held: list[str], train: list[str]) -> str:
     """The split as one digest: held-out ids, then training ids."""
     return _digest(["held", *held, "train", *train])

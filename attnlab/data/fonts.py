@@ -84,10 +84,12 @@ def pymupdf_fonts() -> list[str]:
 FONT_PACKAGES = {
     "font-lato": ("Lato-Regular", "Lato-Bold", "Lato-Italic", "Lato-BoldItalic"),
     "font-source-serif-pro": (
-        "SourceSerifPro-Regular", "SourceSerifPro-Bold", "SourceSerifPro-It",
+        "SourceSerifPro-Regular",
+        "SourceSerifPro-Bold",
+        "SourceSerifPro-It",
         "SourceSerifPro-BoldIt",
     ),
-}  # fmt: skip
+}
 
 
 def package_fonts(package: str) -> list[str]:

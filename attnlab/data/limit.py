@@ -79,7 +79,10 @@ def _log_balance(limit: int, drawn: list[str], available: Counter) -> None:
         log.warning(
             "data.limit=%d: not balanced by length: lengths %s have fewer training strips "
             "than an equal share (%d), the other lengths fill in; drawn per length %s",
-            limit, have, fair, per,
-        )  # fmt: skip
+            limit,
+            have,
+            fair,
+            per,
+        )
     else:
         log.info("data.limit=%d: training strips drawn per length %s", limit, per)

@@ -4,7 +4,7 @@ other, each with its owner: source -> entries (``sources.read_source``) -> dupli
 training stream and the validation sets, all built before a run writes anything.
 
 - The held-out share (``data.val_share`` of ``data.path``'s groups or strips, drawn from
-  ``data.eval_seed``) is never trained on; ``FolderData.record`` lists its ids, groups and
+  ``data.eval_seed``) is never trained on; ``TrainingData.split`` lists its ids, groups and
   image keys, and the run keeps that record (``RunDir.split_file`` and the checkpoint), so
   ``attnlab eval RUN`` tests on those strips (``recorded``) and ``init_from`` knows them.
 - Training strips are the other strips of the seen lengths (``data.train_lengths``); a
@@ -35,6 +35,7 @@ from attnlab.data.dedup import (
     fingerprint,
     image_key,
     overlap,
+    pairs_digest,
     short,
     split_digest,
 )
@@ -154,10 +155,13 @@ class SourceStream:
 
 
 @dataclass
-class FolderData:
-    stream: SourceStream
+class TrainingData:
+    """What a trainer trains and validates on (``attnlab.data.training_data``): the
+    training stream, the validation sets by length, and (data=folder) the split record."""
+
+    stream: Any  # next(), state(), load_state(): SourceStream, TrainStream or a caller's
     val_sets: dict[int, StripBatch]
-    record: dict[str, Any]  # what the run keeps: source, held-out ids, counts
+    split: dict[str, Any] | None  # data=folder: source, held-out ids, counts; else None
 
 
 def _val_cache(d: Any, source: Source, cache: StripCache, dist: Distinct, split: Split):
@@ -174,8 +178,9 @@ def _val_cache(d: Any, source: Source, cache: StripCache, dist: Distinct, split:
             f"image of a training strip of data.path={d.path}; held-out strips must not be "
             f"trained on (give a disjoint folder, or drop data.val_path to hold out a share)"
         )
-    shared_groups(source.entries, val_source.entries, f"data.path={d.path}",
-                  f"data.val_path={d.val_path}")  # fmt: skip
+    shared_groups(
+        source.entries, val_source.entries, f"data.path={d.path}", f"data.val_path={d.val_path}"
+    )
     return val_cache, val_source.entries
 
 
@@ -199,15 +204,19 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
     log.info(
         "%s %s: %d strips%s; training on %d of the seen lengths, %d held out%s, %d of other "
         "lengths, %d skipped as too long%s",
-        source.kind, source.path, len(source),
+        source.kind,
+        source.path,
+        len(source),
         f" in {len(units)} groups" if units.names is not None else "",
-        len(drawn), len(split.held),
+        len(drawn),
+        len(split.held),
         f" ({len(split.held_groups)} whole groups)" if split.held_groups else "",
-        split.unseen, len(split.long),
+        split.unseen,
+        len(split.long),
         f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
-    )  # fmt: skip
+    )
     stream = SourceStream(cache.subset(drawn), cfg.train.batch_size, seed, d, synth, seen)
-    return FolderData(stream, val_sets, record)
+    return TrainingData(stream, val_sets, record)
 
 
 def _check_split(source: Source, split: Split, reader: Any, seen: list[int], skip: bool):
@@ -287,6 +296,10 @@ def _contents(source, dist, split, drawn, val_cache, val_entries) -> dict[str, A
         "trained_keys": [dist.keys[i][:KEY] for i in drawn],
         "held_out_keys": [image_key(im)[:KEY] for im in val_cache.images],
         "held_out_labels": split_digest([], list(val_cache.labels)),
+        # each held-out strip's label by its key, in no order (attnlab.data.recorded)
+        "held_out_pairs": pairs_digest(
+            [image_key(im)[:KEY] for im in val_cache.images], list(val_cache.labels)
+        ),
     }
 
 

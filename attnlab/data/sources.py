@@ -115,7 +115,7 @@ def _list_entries(path: Path, allow_outside: bool = False) -> list[Entry]:
         why = missing_image(path.parent, name)
         if why:
             raise UserError(f"{where}: {why}")
-        entries.append(Entry(name, nfc(label.strip()), where, group.strip() or None))
+        entries.append(Entry(name, nfc(label.strip()), where, nfc(group.strip()) or None))
     if not entries:
         raise UserError(f"{path}: no strips listed")
     return entries
@@ -144,13 +144,27 @@ def _lmdb_entries(path: Path) -> list[Entry]:
             if txn.get(image.encode()) is None:
                 raise UserError(f"{where}: image {image} not found in the LMDB")
             label = nfc(text.decode("utf-8", errors="replace").strip())
-            group = txn.get(f"group-{i:09d}".encode())
-            group = group and group.decode("utf-8", errors="replace").strip() or None
+            group = lmdb_group(path, i, txn.get(f"group-{i:09d}".encode()))
             entries.append(Entry(image, label, where, group))
     env.close()
     if not entries:
         raise UserError(f"{path}: no strips listed (num-samples is 0)")
     return entries
+
+
+def lmdb_group(path: Path, i: int, raw: bytes | None) -> str | None:
+    """The ``group-%09d`` record of strip ``i``, in NFC; bytes that are not UTF-8 are refused
+    in one line (decoded with replacement characters, two groups could read as one)."""
+    if raw is None:
+        return None
+    try:
+        text = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(
+            f"{path}:group-{i:09d}: not UTF-8 text (byte 0x{raw[err.start]:02x} at {err.start}): "
+            f"write group names as UTF-8"
+        ) from err
+    return nfc(text.strip()) or None
 
 
 def lmdb_count(path: Path, raw: bytes | None) -> int:

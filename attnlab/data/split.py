@@ -8,6 +8,7 @@ held-out groups, and every copy of a held-out strip is held out with it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from attnlab.data.sources import Source
 from attnlab.data.strips import set_seed
 from attnlab.errors import UserError
 
+log = logging.getLogger("attnlab.train")
+
 
 def held_out(n: int, share: float, seed: int) -> list[int]:
     """Indices of the held-out share of ``n`` units: the same for every run of a source."""
@@ -27,6 +30,26 @@ def held_out(n: int, share: float, seed: int) -> list[int]:
     k = min(n - 1, max(1, round(share * n)))
     gen = torch.Generator().manual_seed(set_seed(seed, "held-out", n))
     return sorted(torch.randperm(n, generator=gen)[:k].tolist())
+
+
+def say_share(share: float, held: int, strips: int, groups: int, of: int) -> None:
+    """One warning line when whole groups hold out a share far from ``data.val_share`` (off
+    by more than half of it): groups of uneven size, or too few groups to come near it."""
+    got = held / strips
+    if abs(got - share) <= share / 2:
+        return
+    log.warning(
+        "data.val_share=%g holds out %d of %d strips (%.1f%%), not about %.0f%%: whole groups "
+        "are held out (%d of %d) and they differ in size or are too few; choose another "
+        "data.eval_seed or data.val_share, or give data.val_path",
+        share,
+        held,
+        strips,
+        100 * got,
+        100 * share,
+        groups,
+        of,
+    )
 
 
 @dataclass
@@ -59,6 +82,8 @@ def split_source(
         )
     picked = [] if d.val_path else held_out(len(units), d.val_share, d.eval_seed)
     held_clusters = sorted(c for u in picked for c in units.members[u])
+    if units.names is not None and picked:
+        say_share(d.val_share, len(held_clusters), len(clusters), len(picked), len(units))
     held = [clusters[c][0] for c in held_clusters]
     copies = [i for c in held_clusters for i in clusters[c][1:]]
     held_set, wanted = set(held_clusters), set(seen)

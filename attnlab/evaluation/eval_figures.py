@@ -22,7 +22,7 @@ from attnlab.evaluation.figures.diagnostics import (
     pace_tracks,
 )
 from attnlab.models.base import Reader
-from attnlab.runs.rundir import EvalDir
+from attnlab.runs.evaldir import EvalDir
 
 
 def default_map_lengths(seen: list[int], lengths: list[int]) -> list[int]:

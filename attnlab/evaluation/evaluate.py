@@ -21,8 +21,8 @@ import torch
 
 from attnlab.config import EvalConfig, RunTaskConfig, seen_lengths, span
 from attnlab.data.folder import LABELS, warn_stderr
-from attnlab.data.recorded import held_out_path, held_out_strips
-from attnlab.data.source_train import load_labelled
+from attnlab.data.lineage import trained_keys
+from attnlab.data.recorded import folder_strips, held_out_path, held_out_strips
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError
 from attnlab.evaluation import explore, metrics
@@ -35,7 +35,9 @@ from attnlab.models import registry
 from attnlab.models.base import Reader
 from attnlab.runs import checkpoint
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.rundir import EVAL, STRIP_PRINTS, EvalDir, EvalMeta, RunFileError
+from attnlab.runs.evaldir import STRIP_PRINTS, EvalDir, EvalMeta
+from attnlab.runs.jsonfiles import RunFileError
+from attnlab.runs.rundir import EVAL
 from attnlab.runtime import bf16_autocast
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,8 @@ def _evaluate(
         reader = onnx_reader(onnx, ckpt_path)
     seen = seen_lengths(exp.data)
     if not synthetic and (cfg.folder or ckpt.data_split is not None):
-        sets, name, digest = _folder_sets(cfg, exp.data, ckpt.data_split)
+        trained = trained_keys(ckpt.data_split, ckpt.init_from)  # ancestors' strips too
+        sets, name, digest = _folder_sets(cfg, exp.data, ckpt.data_split, trained)
         source = "folder"
     else:
         sets, name, digest = _synthetic_sets(cfg, exp.data, seen), cfg.name, None
@@ -119,21 +122,21 @@ def _evaluate(
 
 
 def _folder_sets(
-    cfg: EvalConfig, data: Any, split: dict[str, Any] | None
+    cfg: EvalConfig, data: Any, split: dict[str, Any] | None, trained: set[str] | None = None
 ) -> tuple[dict[int, tuple[StripBatch, list[str]]], str, str | None]:
     """Labelled strips by length with their source names, the evaluation's name and the
     data's digest: eval.folder (a folder, list file or LMDB: data.sources), or by default the
-    strips the run held out (data=folder), never trained on."""
+    strips the run held out (data=folder), never trained on. ``trained``: the keys of the
+    strips behind the weights (``lineage.trained_keys``); a folder holding any is refused."""
     digest = None
     if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
-        strips, files = load_labelled(
-            cfg.folder, data.height, warn_stderr, cfg.crop, data.charset,
-            allow_outside=cfg.allow_outside,
-        )  # fmt: skip
+        strips, files = folder_strips(
+            cfg.folder, data, cfg.crop, cfg.allow_outside, trained, warn_stderr
+        )
         digest = folder_digest(Path(cfg.folder), strips)
         name = f"folder-{Path(cfg.folder).resolve().name}-{digest}-{_decoding(cfg)}"
     else:
-        strips, files = held_out_strips(data, split, warn_stderr)
+        strips, files = held_out_strips(data, split, warn_stderr, trained)
         name = f"held-out-{_decoding(cfg)}"
     sets = {
         n: (strips.select(idx), [files[i] for i in idx]) for n, idx in _by_length(strips).items()
@@ -193,11 +196,19 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     )
     _write_tables(out, plan, records, table, say)
     if cfg.explore_n > 0:  # the report explorer's strips (explore.json)
-        kept = explore.sample(plan.reader, plan.device, plan.sets, readings_by_length,
-                              cfg.explore_n, stride, plan.source == "synthetic")  # fmt: skip
+        kept = explore.sample(
+            plan.reader,
+            plan.device,
+            plan.sets,
+            readings_by_length,
+            cfg.explore_n,
+            stride,
+            plan.source == "synthetic",
+        )
         explore.write(out.explore, kept)
-    draw_figures(out, plan.reader, plan.device, plan.cfg, plan.seen, records, table,
-                 readings_by_length, say)  # fmt: skip
+    draw_figures(
+        out, plan.reader, plan.device, plan.cfg, plan.seen, records, table, readings_by_length, say
+    )
     out.write_meta(_meta(plan))
 
 
@@ -217,8 +228,11 @@ def _read_sets(plan: EvalPlan) -> tuple[pd.DataFrame, dict[int, tuple[StripBatch
                 reader, strips, dev, cfg.batch_size, cfg.beam, oracle=True, bf16=bf16
             )
         readings_by_length[n] = (strips, r)
-        frames.append(records_for(strips, r, reader.encoder.stride, sources,
-                                  plan.source == "synthetic", oracle=oracle))  # fmt: skip
+        frames.append(
+            records_for(
+                strips, r, reader.encoder.stride, sources, plan.source == "synthetic", oracle=oracle
+            )
+        )
     return pd.concat(frames, ignore_index=True), readings_by_length
 
 

@@ -29,7 +29,7 @@ from PIL import Image
 from attnlab.data.strips import StripBatch
 from attnlab.evaluation.inference import Readings
 from attnlab.io import write_text
-from attnlab.runs.rundir import RunFileError
+from attnlab.runs.jsonfiles import RunFileError
 
 VERSION = 1
 WEIGHT_SCALE = 255  # a stored attention row sums to exactly this

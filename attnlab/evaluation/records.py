@@ -14,9 +14,18 @@ from attnlab.evaluation.inference import Readings
 
 # readings.csv: the per-strip results of an evaluation, in the order the strips were read.
 READINGS_COLUMNS = [
-    "source", "length", "truth", "reading", "confidence", "correct", "sub", "ins", "del",
-    "mode", "oracle_reading",
-]  # fmt: skip
+    "source",
+    "length",
+    "truth",
+    "reading",
+    "confidence",
+    "correct",
+    "sub",
+    "ins",
+    "del",
+    "mode",
+    "oracle_reading",
+]
 
 
 def records_for(

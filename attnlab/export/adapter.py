@@ -54,9 +54,20 @@ def onnx_reader(folder: Path | str, ckpt_path: Path) -> OnnxReader:
     checkpoint sha256 (``sidecar.BOUND``), and that sha256 must be this checkpoint's."""
     export = Export(folder, threads=torch.get_num_threads())
     source = export.meta["source"]
-    if source["checkpoint_sha256"] != sha256(Path(ckpt_path).read_bytes()):
-        raise UserError(
-            f"--onnx {folder}: exported from {source['checkpoint']} (step {source['step']}), "
-            f"not from {ckpt_path}; export this run again (attnlab export)"
-        )
+    now = sha256(Path(ckpt_path).read_bytes())
+    if source["checkpoint_sha256"] != now:
+        why = _not_from(source, Path(ckpt_path), now)
+        raise UserError(f"--onnx {folder}: {why}; export this run again (attnlab export)")
     return OnnxReader(export)
+
+
+def _not_from(source: dict, ckpt_path: Path, now: str) -> str:
+    """Why an export is not of ``ckpt_path``: another file's, or this file's as it was."""
+    was = Path(source["checkpoint"])
+    at = f"at step {source['step']}"
+    if was.resolve() != ckpt_path.resolve():
+        return f"exported from {was} ({at}), not from {ckpt_path}"
+    return (
+        f"exported from {was} {at} (sha256 {source['checkpoint_sha256'][:12]}), which has "
+        f"changed since (now sha256 {now[:12]}: trained on or replaced)"
+    )

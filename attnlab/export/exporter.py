@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 from attnlab.config import RunTaskConfig
+from attnlab.data import pixels
 from attnlab.data.strips import StripSynth
 from attnlab.errors import UserError
-from attnlab.export import graphs, parity, pixels
+from attnlab.export import graphs, parity
 from attnlab.export.runtime import Export
 from attnlab.export.sidecar import (
     FORMAT,
@@ -121,9 +122,12 @@ def write_graphs(reader, charset: str, height: int, source: dict, folder: Path) 
         "graphs": {},
         "source": source,
         "pixels": pixels.CONTRACT,
-        **({"memory": part["memory"], "weights": part["weights"]}
-           if part["kind"] == "stepwise" else {}),
-    }  # fmt: skip
+        **(
+            {"memory": part["memory"], "weights": part["weights"]}
+            if part["kind"] == "stepwise"
+            else {}
+        ),
+    }
     for name, entry in part["graphs"].items():
         graphs.tie(folder / entry["file"], bound(meta))
         blob = (folder / entry["file"]).read_bytes()

@@ -96,6 +96,8 @@ class ExportColumns(nn.Module):
 
     def features(self, images: torch.Tensor, widths: torch.Tensor):
         enc, s = self.enc, self.stride
+        if not isinstance(enc, ColumnEncoder):  # the conv encoders trace as they are
+            return enc.features(images, widths, traced=True)
         w = images.shape[2]  # a trace keeps this one dynamic (an input's)
         lengths = self.column_lengths(widths)  # (B,)
         x = 1.0 - images  # ink
@@ -209,9 +211,16 @@ def _export(module: nn.Module, args: tuple, path: Path, ins: list[str], outs: li
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on constants it folds
         torch.onnx.export(
-            module, args, str(path), input_names=ins, output_names=outs, opset_version=OPSET,
-            dynamo=False, dynamic_axes=_axes(ins + outs, ranks), do_constant_folding=False,
-        )  # fmt: skip
+            module,
+            args,
+            str(path),
+            input_names=ins,
+            output_names=outs,
+            opset_version=OPSET,
+            dynamo=False,
+            dynamic_axes=_axes(ins + outs, ranks),
+            do_constant_folding=False,
+        )
     return results
 
 
@@ -231,9 +240,12 @@ def export_graphs(reader: Reader, height: int, folder: Path) -> dict:
     names = memory_names(twin, images, widths)
     enc_outs = [*names, STATE]
     first = _export(
-        EncoderGraph(twin, names), (images, widths), folder / f"{ENCODER}.onnx",
-        [IMAGES, WIDTHS], enc_outs,
-    )  # fmt: skip
+        EncoderGraph(twin, names),
+        (images, widths),
+        folder / f"{ENCODER}.onnx",
+        [IMAGES, WIDTHS],
+        enc_outs,
+    )
     memory_type = type(twin.encode(images, widths))
     *memory, state = first
     prev = torch.full((images.shape[0],), 1, dtype=torch.long)

@@ -87,8 +87,10 @@ def cases(synth: StripSynth, stepwise: bool, per_length: int = PER_LENGTH) -> li
     sets = [fixed_set(synth, "test", n, per_length) for n in LENGTHS]
     labels = [t for s in sets for t in s.labels]
     strips = [s.images[i, :, : int(s.widths[i])] for s in sets for i in range(len(s))]
-    out = [Case(f"length {len(t)} strip {i % per_length}, batch 1", *_pad([im]), [t])
-           for i, (im, t) in enumerate(zip(strips, labels, strict=True))]  # fmt: skip
+    out = [
+        Case(f"length {len(t)} strip {i % per_length}, batch 1", *_pad([im]), [t])
+        for i, (im, t) in enumerate(zip(strips, labels, strict=True))
+    ]
     for start in range(0, len(strips), BATCH):
         chunk, tl = strips[start : start + BATCH], labels[start : start + BATCH]
         out.append(
@@ -100,8 +102,15 @@ def cases(synth: StripSynth, stepwise: bool, per_length: int = PER_LENGTH) -> li
             Case(f"strips {start}-{start + len(chunk) - 1}, padded wider", wider, widths, tl)
         )
         if stepwise:
-            out.append(Case(f"strips {start}-{start + len(chunk) - 1}, beam {BEAM}", images,
-                            widths, tl, BEAM))  # fmt: skip
+            out.append(
+                Case(
+                    f"strips {start}-{start + len(chunk) - 1}, beam {BEAM}",
+                    images,
+                    widths,
+                    tl,
+                    BEAM,
+                )
+            )
     ones = [i * per_length for i in range(len(sets))]
     paper = [torch.nn.functional.pad(strips[i], (0, EXTRA_COLUMNS), value=1.0) for i in ones]
     stretched = [_stretch(strips[i], 1.5) for i in ones]

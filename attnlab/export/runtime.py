@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.data import pixels
 from attnlab.errors import UserError
-from attnlab.export import pixels
 from attnlab.export.sidecar import SIDECAR, graph_bytes, read_meta, require_extra
 from attnlab.models.tokens import BOS, EOS, PAD, to_texts, vocab_size
 
@@ -42,6 +42,17 @@ class Results:
     columns: np.ndarray  # (B,) real encoder columns
     weights: np.ndarray | None  # (B, S, T) attention weights of each step, 0 after EOS
     logits: np.ndarray | None = None  # (B, S, V) or CTC (B, T, C): greedy's, on request
+
+
+def load_strips(images, height: int, crop: bool = True) -> list[np.ndarray]:
+    """Paths or grey (H, W) arrays in [0, 1] -> strips (height, W'): the preparation of
+    ``attnlab read`` (``attnlab.data.pixels``), silent (nothing doubtful is warned)."""
+    return [
+        pixels.load_image(im, height, crop=crop)
+        if isinstance(im, (str, Path))
+        else pixels.prepare(np.asarray(im, dtype=np.float32), height, crop=crop)
+        for im in images
+    ]
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
@@ -107,12 +118,7 @@ class Export:
 
     def load(self, images, crop: bool = True) -> list[np.ndarray]:
         """Paths or grey (H, W) arrays in [0, 1] -> strips (height, W'), as `attnlab read`."""
-        return [
-            pixels.load_image(im, self.height, crop)
-            if isinstance(im, (str, Path))
-            else pixels.prepare(np.asarray(im, dtype=np.float32), self.height, crop)
-            for im in images
-        ]
+        return load_strips(images, self.height, crop)
 
     def read(self, images, beam: int = 1, crop: bool = True, batch_size: int = 64) -> Results:
         """Read image files or grey arrays: batches of similar width, results in order."""
@@ -120,6 +126,9 @@ class Export:
 
     def read_strips(self, strips: list[np.ndarray], beam: int = 1, batch_size: int = 64):
         """Prepared strips (``load``), each (height, W): read in batches of similar width."""
+        from attnlab.config.rules import check_beam
+
+        check_beam(beam, "beam")
         order = np.argsort([s.shape[1] for s in strips], kind="stable")
         parts = []
         for start in range(0, len(strips), batch_size):
@@ -147,8 +156,10 @@ class Export:
             )
         if self.kind == "ctc":
             if beam > 1:
-                raise UserError("a CTC export reads greedily (best path); beam search is not "
-                                "in its reference loop: use --beam 1")  # fmt: skip
+                raise UserError(
+                    "a CTC export reads greedily (best path); beam search is not "
+                    "in its reference loop: use --beam 1"
+                )
             return self._ctc(images, widths, trace)
         memory = self._run("encoder", {"images": images, "widths": widths})
         state = memory.pop("state")
@@ -187,9 +198,13 @@ class Export:
             w_t = np.stack(weights, 1).astype(np.float32) * (ids_t != PAD)[..., None]
         steps = np.maximum((ids_t != PAD).sum(1), 1)
         return Results(
-            self.texts(ids_t), np.exp(logp_sum), logp_sum / steps, columns, w_t,
+            self.texts(ids_t),
+            np.exp(logp_sum),
+            logp_sum / steps,
+            columns,
+            w_t,
             np.stack(logits_kept, 1) if trace else None,
-        )  # fmt: skip
+        )
 
     def _beam(self, memory, state, k: int) -> Results:
         alpha = float(self.meta["decoding"]["beam_alpha"])
@@ -298,9 +313,11 @@ def _better(a: Results, b: Results) -> Results:
         weights = np.where(take[:, None, None], wb, wa)
     return Results(
         [tb if x else ta for ta, tb, x in zip(a.texts, b.texts, take.tolist(), strict=True)],
-        np.where(take, b.confidence, a.confidence), np.where(take, b.score, a.score),
-        a.columns, weights,
-    )  # fmt: skip
+        np.where(take, b.confidence, a.confidence),
+        np.where(take, b.score, a.score),
+        a.columns,
+        weights,
+    )
 
 
 def _in_order(parts: list[tuple[np.ndarray, Results]], n: int) -> Results:

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from attnlab.data import pixels
 from attnlab.errors import UserError
-from attnlab.export import pixels
 from attnlab.models.tokens import BOS, DIGIT0, EOS, PAD
 
 SIDECAR = "attnlab-onnx.json"
@@ -46,14 +46,32 @@ PREFIX = "attnlab."
 
 # key -> type (a tuple: any of them); the keys of each kind, no more and no fewer.
 COMMON = {
-    "format": str, "format_version": int, "reader": str, "kind": str, "charset": str,
-    "height": int, "stride": int, "tokens": dict, "decoding": dict, "opset": int,
-    "graphs": dict, "source": dict, "pixels": dict,
-}  # fmt: skip
+    "format": str,
+    "format_version": int,
+    "reader": str,
+    "kind": str,
+    "charset": str,
+    "height": int,
+    "stride": int,
+    "tokens": dict,
+    "decoding": dict,
+    "opset": int,
+    "graphs": dict,
+    "source": dict,
+    "pixels": dict,
+}
 STEPWISE = {"memory": list, "weights": bool}
 DECODING = {"step_limit": str, "beam_alpha": (int, float), "ctc_blank": str}
 SOURCE = {"checkpoint": str, "checkpoint_sha256": str, "step": int, "which": str}
 GRAPH = {"file": str, "sha256": str, "inputs": list, "outputs": list}
+TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
 
 
 def require_extra() -> None:
@@ -92,8 +110,7 @@ def _keys(obj: Any, spec: dict, where: str) -> None:
 
 def _type_name(kind) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join({str: "a string", int: "an integer", float: "a number", bool: "true or"
-                        " false", list: "a list", dict: "an object"}[k] for k in kinds)  # fmt: skip
+    return " or ".join(TYPE_NAMES[k] for k in kinds)
 
 
 def expected_io(meta: dict) -> dict[str, tuple[list[str], list[str]]]:
@@ -116,15 +133,19 @@ def check_meta(meta: Any, where: str) -> dict:
         raise UserError(f"{where}: kind must be one of {sorted(KINDS)}, got {meta.get('kind')!r}")
     _keys(meta, COMMON | (STEPWISE if meta["kind"] == "stepwise" else {}), where)
     if meta["format_version"] != FORMAT_VERSION:
-        raise UserError(f"{where}: format_version {meta['format_version']} (this attnlab reads "
-                        f"{FORMAT_VERSION})")  # fmt: skip
+        raise UserError(
+            f"{where}: format_version {meta['format_version']} (this attnlab reads "
+            f"{FORMAT_VERSION})"
+        )
     if meta["opset"] != OPSET:
         raise UserError(f"{where}: opset {meta['opset']} (exports use opset {OPSET})")
     if meta["tokens"] != TOKENS:
         raise UserError(f"{where}: tokens must be {TOKENS}, got {meta['tokens']!r:.80}")
     if meta["pixels"] != pixels.CONTRACT:
-        raise UserError(f"{where}: pixels is not the pixel contract of this attnlab (edited, or "
-                        "written by another version; export the run again)")  # fmt: skip
+        raise UserError(
+            f"{where}: pixels is not the pixel contract of this attnlab (edited, or "
+            "written by another version; export the run again)"
+        )
     _keys(meta["decoding"], DECODING, f"{where}: decoding")
     _keys(meta["source"], SOURCE, f"{where}: source")
     charset = meta["charset"]
@@ -141,8 +162,9 @@ def check_meta(meta: Any, where: str) -> dict:
                 f"{where}: memory must be distinct lower-case names with mask, got {names!r:.80}"
             )
     if set(meta["graphs"]) != set(KINDS[meta["kind"]]):
-        raise UserError(f"{where}: graphs must be {list(KINDS[meta['kind']])}, got "
-                        f"{sorted(meta['graphs'])}")  # fmt: skip
+        raise UserError(
+            f"{where}: graphs must be {list(KINDS[meta['kind']])}, got {sorted(meta['graphs'])}"
+        )
     for name, entry in meta["graphs"].items():
         at = f"{where}: graphs.{name}"
         _keys(entry, GRAPH, at)
@@ -156,8 +178,10 @@ def check_meta(meta: Any, where: str) -> dict:
         if name == "step" and entry["inputs"] == subset and {"state", "prev"} <= set(subset):
             ins = subset
         if entry["inputs"] != ins or entry["outputs"] != outs:
-            raise UserError(f"{at}: inputs/outputs {entry['inputs']} -> {entry['outputs']} "
-                            f"are not the {meta['kind']} reader's {ins} -> {outs}")  # fmt: skip
+            raise UserError(
+                f"{at}: inputs/outputs {entry['inputs']} -> {entry['outputs']} "
+                f"are not the {meta['kind']} reader's {ins} -> {outs}"
+            )
     return meta
 
 
@@ -176,8 +200,9 @@ def read_meta(folder: Path) -> dict:
     except RecursionError as err:
         raise UserError(f"{path}: JSON nested too deeply for an attnlab sidecar") from err
     if _depth(meta) > MAX_DEPTH:
-        raise UserError(f"{path}: JSON nested deeper than {MAX_DEPTH} levels, not an attnlab "
-                        "sidecar")  # fmt: skip
+        raise UserError(
+            f"{path}: JSON nested deeper than {MAX_DEPTH} levels, not an attnlab sidecar"
+        )
     return check_meta(meta, str(path))
 
 
@@ -189,8 +214,9 @@ def _depth(value: Any) -> int:
         if isinstance(item, (dict, list)):
             deepest = max(deepest, depth + 1)
             if depth + 1 <= MAX_DEPTH:  # beyond that the answer is known
-                todo.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict)
-                                                     else item))  # fmt: skip
+                todo.extend(
+                    (v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+                )
     return deepest
 
 
@@ -228,14 +254,17 @@ def check_graph(
         raise UserError(f"{where}: not an ONNX model ({type(err).__name__})") from err
     domains = {(o.domain, o.version) for o in model.opset_import}
     if any(d not in STANDARD_DOMAINS or v != OPSET for d, v in domains) or len(model.functions):
-        raise UserError(f"{where}: operator domains {sorted(domains)} (only the standard domain "
-                        f"at opset {OPSET}; no custom operators or functions)")  # fmt: skip
+        raise UserError(
+            f"{where}: operator domains {sorted(domains)} (only the standard domain "
+            f"at opset {OPSET}; no custom operators or functions)"
+        )
     _check_nodes(model.graph, where)
     given = [i.name for i in model.graph.input if i.name not in _initializers(model.graph)]
     got = [o.name for o in model.graph.output]
     if given != inputs or got != outputs:
-        raise UserError(f"{where}: the graph takes {given} -> {got}, the sidecar says "
-                        f"{inputs} -> {outputs}")  # fmt: skip
+        raise UserError(
+            f"{where}: the graph takes {given} -> {got}, the sidecar says {inputs} -> {outputs}"
+        )
     _check_tied(model, tied, where)
 
 
@@ -277,8 +306,10 @@ def _check_nodes(graph, where: str) -> None:
             raise UserError(f"{where}: weights in an external file ({tensor.name}) are refused")
     for node in graph.node:
         if node.domain not in STANDARD_DOMAINS:
-            raise UserError(f"{where}: node {node.name or node.op_type!r} uses the custom "
-                            f"operator domain {node.domain!r}")  # fmt: skip
+            raise UserError(
+                f"{where}: node {node.name or node.op_type!r} uses the custom "
+                f"operator domain {node.domain!r}"
+            )
         for attr in node.attribute:  # If, Loop, Scan bodies
             for sub in [attr.g, *attr.graphs] if attr.type in (5, 10) else []:
                 _check_nodes(sub, where)

@@ -1,4 +1,5 @@
-"""What every reader is: a column encoder plus its own loss and its own way of reading.
+"""What every reader is: a column encoder (any of attnlab.models.encoders) plus its own loss
+and its own way of reading.
 
 Training calls ``reader.loss(images, widths, labels)``; evaluation, ``attnlab read``, the
 TensorBoard images and the bench call ``reader.read(images, widths, beam)``. Neither asks
@@ -15,8 +16,7 @@ import torch
 from torch import nn
 
 from attnlab.config import ModelConfig
-from attnlab.models import costs, tokens
-from attnlab.models.encoder import ColumnEncoder
+from attnlab.models import costs, encoders, tokens
 
 
 @dataclass
@@ -41,12 +41,14 @@ class Reader(nn.Module):
     PARTS: ClassVar[dict[str, tuple[str, ...]]] = {"encoder": ("encoder",)}
 
     def __init__(self, cfg: ModelConfig, height: int, recurrent: bool = True):
-        """``recurrent`` False builds the column encoder without its BiGRU, for a reader that
-        encodes the column features its own way (``self.encoder.features``)."""
+        """The encoder is the one ``cfg.backbone`` names (attnlab.models.encoders): a reader
+        asks it for column states, never for a kind of encoder. ``recurrent`` False builds it
+        without its BiGRU, for a reader that encodes the column features its own way
+        (``self.encoder.features``)."""
         super().__init__()
         self.charset = tokens.building_charset()  # the characters it reads (data.charset)
         self.vocab = tokens.vocab_size(self.charset)  # PAD, BOS, EOS + the charset
-        self.encoder = ColumnEncoder(cfg, height, recurrent)
+        self.encoder = encoders.build(cfg, height, recurrent)
 
     def loss(self, images: torch.Tensor, widths: torch.Tensor, labels: list[str]) -> torch.Tensor:
         """images (B, H, W), widths (B,), labels: the training loss of the batch (a scalar)."""

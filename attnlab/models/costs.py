@@ -27,11 +27,6 @@ class Term:
     growth: str  # a key of GROWTH
     flops: int
 
-    @property
-    def predicted_ratio(self) -> int:
-        """cost(2L) / cost(L) as the chapter predicts it for this kind of term."""
-        return GROWTH[self.growth]
-
 
 def linear(rows: int, fan_in: int, fan_out: int) -> int:
     """``rows`` vectors through an (fan_in -> fan_out) linear layer."""

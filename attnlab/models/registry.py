@@ -133,6 +133,17 @@ def get(name: str) -> ReaderSpec:
     return _READERS[name]
 
 
+def check_names(names: list[str] | tuple[str, ...], key: str | None = None) -> list[str]:
+    """Reader names checked, in order: an unknown one is ``get``'s one line, prefixed by
+    the ``key`` that named it (``cost.readers``, ``readers``) when given."""
+    for name in names:
+        try:
+            get(str(name))
+        except UserError as err:
+            raise UserError(f"{key}: {err}" if key else str(err)) from None
+    return [str(n) for n in names]
+
+
 def config_node(name: str, values: dict | None = None):
     """The typed config of reader ``name`` (an OmegaConf node), with ``values`` merged in."""
     node = OmegaConf.structured(get(name).config(name=name))
@@ -162,12 +173,33 @@ MAX_PARAMS = 1_000_000_000
 
 # torch.nn.init's initialisers and the in-place fills they use: on a meta tensor they change
 # nothing, and the first one would import torch._dynamo (~1 s of every evaluation's start).
-_INITIALISERS = frozenset({
-    "normal_", "uniform_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
-    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
-    "orthogonal_", "sparse_", "zero_", "fill_", "copy_", "bernoulli_", "exponential_",
-    "geometric_", "log_normal_", "cauchy_", "random_",
-})  # fmt: skip
+_INITIALISERS = frozenset(
+    {
+        "normal_",
+        "uniform_",
+        "trunc_normal_",
+        "constant_",
+        "ones_",
+        "zeros_",
+        "eye_",
+        "dirac_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "orthogonal_",
+        "sparse_",
+        "zero_",
+        "fill_",
+        "copy_",
+        "bernoulli_",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "cauchy_",
+        "random_",
+    }
+)
 
 
 def build_shapes(cfg: ModelConfig, height: int, charset: str | None = None) -> Reader:

@@ -33,7 +33,12 @@ from attnlab.report.compare import (
     sides,
 )
 from attnlab.report.cost import cost_view, with_cost
-from attnlab.report.datacurve import DATA_NEEDS_CSV, data_needs, data_needs_tables
+from attnlab.report.datacurve import (
+    DATA_NEEDS_CSV,
+    data_needs,
+    data_needs_markdown,
+    data_needs_tables,
+)
 from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
 from attnlab.report.discover import ReportError, discover_runs, edited_notes, unread_runs
 from attnlab.report.explorer import explorer
@@ -49,7 +54,6 @@ from attnlab.report.reader_styles import baseline, colours
 from attnlab.report.swept import swept_plots
 from attnlab.report.tables import (
     comparison_tables,
-    data_needs_markdown,
     objectives_markdown,
     summary_md,
     summary_table,
@@ -165,11 +169,14 @@ def build_report(
         )
     except OSError as err:
         raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
+    replaced = out_dir.exists()
     try:
         lines = _write(paths, runs, work, compare_pair, warn)
         _swap_in(work, out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if replaced:  # said first: the earlier report's files are gone (files of your own kept)
+        lines = [f"{out_dir}: replaced the earlier report there (files not its own kept)", *lines]
     for line in lines if say is not None else []:
         say(line)
     return out_dir / INDEX
@@ -243,11 +250,7 @@ def _write(
     if not diffs.empty:
         write_text(out_dir / COMPARISONS_CSV, csv_text(diffs))
     compared = comparison_tables(diffs)
-    needs, needs_notes = data_needs(groups)  # data.limit swept: the data-needs curve's table
-    if not needs.empty:
-        write_text(out_dir / DATA_NEEDS_CSV, csv_text(needs))
-    curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
-    curve_md = data_needs_markdown(curve, needs_notes)
+    curve, needs_notes, curve_md = _data_needs(groups, out_dir)
     said = {s.train: s.findings for s in sections}
     tuned = _tuned(out_dir, paths, runs, palette, warn)  # attnlab sweep tuned's studies
     if (probes_text := probes_csv(probe_rows)) is not None:
@@ -275,17 +278,50 @@ def _write(
         ),
     )
     page = render_index(
-        paths, runs, sections, palette, dup_notes, compared, compare_notes, METHOD, swept,
-        explorer=ex, data_needs=curve, data_needs_notes=needs_notes,
-        data_needs_method=DATA_NEEDS_METHOD, objectives=values, best=best, omitted=omitted,
-        cost=costs.html(), tuned=tuned,
-    )  # fmt: skip
+        paths,
+        runs,
+        sections,
+        palette,
+        dup_notes,
+        compared,
+        compare_notes,
+        METHOD,
+        swept,
+        explorer=ex,
+        data_needs=curve,
+        data_needs_notes=needs_notes,
+        data_needs_method=DATA_NEEDS_METHOD,
+        objectives=values,
+        best=best,
+        omitted=omitted,
+        cost=costs.html(),
+        tuned=tuned,
+    )
     write_text(out_dir / INDEX, page)
     unpaired = _unpaired(compare_notes) if diffs.empty else []
+    return _to_say(paths, runs, unpaired, omitted, best, tuned)
+
+
+def _data_needs(groups: list[TrainGroup], out_dir: Path) -> tuple[list, list[str], list[str]]:
+    """data.limit swept: the data-needs curve's CSV written; its tables, notes and Markdown."""
+    needs, needs_notes = data_needs(groups)
+    if not needs.empty:
+        write_text(out_dir / DATA_NEEDS_CSV, csv_text(needs))
+    curve = data_needs_tables(needs, {g.train: max(g.seen) for g in groups if g.seen})
+    return curve, needs_notes, data_needs_markdown(curve, needs_notes)
+
+
+def _to_say(paths: list[Path], runs: list, unpaired: list[str], omitted, best, tuned) -> list[str]:
+    """The lines said once the report is written: unread runs, edited files, unpaired
+    comparisons, what was left out, the best runs and the tuned studies."""
     return [
-        *unread_runs(paths), *edited_notes(runs), *unpaired, *(o.line() for o in omitted),
-        *(b.line() for b in best), *(line for t in tuned for line in t.lines),
-    ]  # fmt: skip
+        *unread_runs(paths),
+        *edited_notes(runs),
+        *unpaired,
+        *(o.line() for o in omitted),
+        *(b.line() for b in best),
+        *(line for t in tuned for line in t.lines),
+    ]
 
 
 def _sections(groups: list[TrainGroup], palette: dict, out_dir: Path) -> tuple[list, list]:
@@ -308,7 +344,7 @@ def _sections(groups: list[TrainGroup], palette: dict, out_dir: Path) -> tuple[l
                 findings(group),
                 probes,
                 calibration(group),
-            )  # fmt: skip
+            )
         )
     return sections, probe_rows
 

@@ -38,8 +38,9 @@ def calibration(group: TrainGroup) -> list[ReaderCalibration]:
                     except (OSError, ValueError):
                         continue  # an unreadable table is left out; the eval itself counts
                 if ev.reliability.is_file():
-                    diagrams.append(Image(f"{run.path.name}/{ev.reliability.name}",
-                                          ev.reliability.read_bytes()))  # fmt: skip
+                    diagrams.append(
+                        Image(f"{run.path.name}/{ev.reliability.name}", ev.reliability.read_bytes())
+                    )
             if frames:
                 out.append(ReaderCalibration(variant, name, _rows(frames), diagrams))
     return out

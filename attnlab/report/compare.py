@@ -30,7 +30,9 @@ from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import ordered
 from attnlab.report.variants import ordered_variants
-from attnlab.runs.rundir import STRIP_PRINTS, RunDir, RunFileError
+from attnlab.runs.evaldir import STRIP_PRINTS
+from attnlab.runs.jsonfiles import RunFileError
+from attnlab.runs.rundir import RunDir
 
 N_BOOT = 2000
 BOOT_SEED = 0

@@ -1,6 +1,6 @@
 """What each variant costs, beside what it scores: its parameters by part and its forward
 MFLOP per strip at the longest length it was trained on, computed from a run's config
-(``attnlab.bench.cost_count.variant_cost``: the reader built and counted, once per
+(``attnlab.evaluation.cost_count.variant_cost``: the reader built and counted, once per
 variant), joined to summary.csv; and the ``cost/cost.csv`` of any run that has one
 (``attnlab cost RUN``), read as any other table.
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from attnlab.report.cost_files import COST_CSV, COST_DIR
 from attnlab.report.discover import RunInfo
 
 COLUMNS = ["params_encoder", "params_decoder", "params_output", "params", "mflop", "cost_length"]
-COST_CSV = ("cost", "cost.csv")  # attnlab cost RUN writes RUN/cost/cost.csv
 SHOWN = {  # cost.csv columns the page and summary.md show, and their headings
     "reader": "reader",
     "length": "digits",
@@ -76,6 +76,8 @@ def _shown(frame: pd.DataFrame) -> pd.DataFrame:
             shown[col] = shown[col].map(lambda v: "-" if pd.isna(v) else f"{v:.3f}")
         elif col.endswith(" ms (b1)") or col.endswith(" ms (b64)") or col.endswith("ms"):
             shown[col] = shown[col].map(lambda v: "-" if pd.isna(v) else f"{v:.3f}")
+        elif col.startswith("params") or col in ("parameters", "digits", "cost_length"):
+            shown[col] = shown[col].map(lambda v: "-" if pd.isna(v) else f"{int(v)}")  # counts
     return shown
 
 
@@ -103,7 +105,7 @@ def variant_costs(runs: list[RunInfo]) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _variant_cost(cfg: Any, length: int) -> dict[str, float]:
-    from attnlab.bench.cost_count import variant_cost
+    from attnlab.evaluation.cost_count import variant_cost
 
     return variant_cost(cfg, length)
 
@@ -119,7 +121,7 @@ def measured(runs: list[RunInfo]) -> pd.DataFrame:
     """The cost.csv of every run that has one, tagged with the run and its variant."""
     frames = []
     for run in runs:
-        path = run.path.joinpath(*COST_CSV)
+        path = run.path / COST_DIR / COST_CSV
         if not path.is_file():
             continue
         frame = pd.read_csv(path, dtype={"reader": str})

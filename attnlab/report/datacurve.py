@@ -20,7 +20,7 @@ from attnlab.evaluation.metrics import METRIC, TOTAL
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.compare import COLUMNS as COMPARE_COLUMNS
 from attnlab.report.compare import CompareRefused, Side, compare, sides
-from attnlab.report.tables import Row, SummaryTable, points_text
+from attnlab.report.tables import Row, SummaryTable, md_escape, points_text
 
 DATA_NEEDS_CSV = "data_needs.csv"
 LIMIT = "data.limit"  # the swept number of training strips
@@ -74,8 +74,10 @@ def data_needs(groups: list[TrainGroup]) -> tuple[pd.DataFrame, list[str]]:
             any_scratch = any(s.runs[0].swept.get(SOURCE) == SCRATCH for s in by_variant.values())
             for a, b in _pairs(by_variant):
                 if b is None and any_scratch:
-                    notes.append(f"train {group.train}, eval {name}: {a}: no scratch variant "
-                                 "(init_from=null, same other keys) to pair it with")  # fmt: skip
+                    notes.append(
+                        f"train {group.train}, eval {name}: {a}: no scratch variant "
+                        "(init_from=null, same other keys) to pair it with"
+                    )
                 if b is None:
                     continue
                 try:
@@ -107,10 +109,16 @@ def data_needs_tables(frame: pd.DataFrame, seen_top: dict[str, int]) -> list[Sum
     for (train, name), part in frame.groupby(["train", "eval"], sort=False):
         top = seen_top.get(str(train))
         columns = [
-            "N", "started from (A)", "scratch exact seen %", "A exact seen %",
-            "A - scratch seen (pp) [95%]", f"scratch exact at {top} %", f"A exact at {top} %",
-            f"A - scratch at {top} (pp) [95%]", "seed pairs",
-        ]  # fmt: skip
+            "N",
+            "started from (A)",
+            "scratch exact seen %",
+            "A exact seen %",
+            "A - scratch seen (pp) [95%]",
+            f"scratch exact at {top} %",
+            f"A exact at {top} %",
+            f"A - scratch at {top} (pp) [95%]",
+            "seed pairs",
+        ]
         table = SummaryTable(str(train), [str(name)], columns)
         table.notes.append(f"eval {name}: started-from variants against scratch at each N")
         for (limit, a), cells in part.groupby(["limit", "a"], sort=True):
@@ -156,3 +164,16 @@ def left_out(groups: list[TrainGroup], drawn: bool) -> str | None:
         f"scratch run ({SOURCE}=null) was evaluated with them to pair them with: sweep "
         f"{SOURCE}=null too"
     )
+
+
+def data_needs_markdown(tables: list[SummaryTable], notes: list[str]) -> list[str]:
+    """summary.md's lines for the data-needs tables (report.datacurve); none without them."""
+    if not tables and not notes:
+        return []
+    lines = ["## How many strips: started-from variants against scratch", ""]
+    lines += [md_escape(METHOD) + f" The numbers are in {DATA_NEEDS_CSV}.", ""]
+    for table in tables:
+        lines += [f"### Trained on lengths {table.train}: {md_escape(table.notes[0])}", ""]
+        lines += [table.markdown(), ""]
+    lines += [f"- not paired: {md_escape(n)}" for n in notes]
+    return lines + ([""] if notes else [])

@@ -23,17 +23,10 @@ from attnlab.evaluation.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
 from attnlab.report.failures import recompute_failure_shares
 from attnlab.report.reader_styles import UNKNOWN
 from attnlab.runs import drawn
+from attnlab.runs.evaldir import EvalDir, EvalMeta
+from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.resume import resume_command
-from attnlab.runs.rundir import (
-    CHECKPOINTS,
-    EVAL,
-    TB,
-    EvalDir,
-    EvalMeta,
-    RunDir,
-    RunFileError,
-    RunStatus,
-)
+from attnlab.runs.rundir import CHECKPOINTS, EVAL, TB, RunDir, RunStatus
 
 # Without these an evaluation table is not one; any other metric may be missing from a table
 # written by an older attnlab (it reads as not measured).
@@ -73,6 +66,7 @@ class RunInfo:
     device: str | None = None  # metrics.json: where it trained, with the GPU it was given
     drawn_by: str | None = None  # metrics.json: a digest of its package versions and glyph bank
     glyph_bank: str | None = None  # metrics.json: its glyph bank's digest (attnlab.runs.drawn)
+    drawn_record: Any = field(default=None, repr=False, compare=False)  # drawn_by as read
     config_text: str = field(default="", repr=False)
     overrides: list[str] = field(default_factory=list)
     eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
@@ -241,6 +235,7 @@ def _read_metrics(run: RunDir, info: RunInfo) -> None:
     best = metrics.best.get("step") if isinstance(metrics.best, dict) else None
     info.best_step = best if isinstance(best, int) else None
     info.device = None if metrics.device is None else str(metrics.device)
+    info.drawn_record = metrics.drawn_by  # checked by report.variants.bank_notes
     if isinstance(metrics.drawn_by, dict):  # recorded since attnlab.runs.drawn
         info.drawn_by = drawn.short(metrics.drawn_by)
         info.glyph_bank = metrics.drawn_by.get("glyph_bank")

@@ -17,6 +17,7 @@ functions of a list of numbers: no file, no torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from math import comb
 
@@ -44,8 +45,9 @@ def dodge(scores: Sequence[float]) -> list[float]:
     v = np.sort(np.asarray(scores, dtype=float))
     big_n = len(v)
     i = np.arange(1, big_n + 1)
-    return [float(np.sum(v * ((i / big_n) ** n - ((i - 1) / big_n) ** n)))
-            for n in range(1, big_n + 1)]  # fmt: skip
+    return [
+        float(np.sum(v * ((i / big_n) ** n - ((i - 1) / big_n) ** n))) for n in range(1, big_n + 1)
+    ]
 
 
 BY_NAME: dict[str, Callable[[Sequence[float]], list[float]]] = {
@@ -79,9 +81,11 @@ def band(
         return [float("nan")] * big_n, [float("nan")] * big_n
     rng = np.random.default_rng(seed)
     draws = np.array(
-        [expected_best(values[rng.integers(0, big_n, big_n)], estimator, maximize)
-         for _ in range(n_boot)]
-    )  # fmt: skip  # (R, N)
+        [
+            expected_best(values[rng.integers(0, big_n, big_n)], estimator, maximize)
+            for _ in range(n_boot)
+        ]
+    )  # (R, N)
     lo, hi = np.percentile(draws, [2.5, 97.5], axis=0)
     return lo.tolist(), hi.tolist()
 
@@ -104,34 +108,94 @@ def expected_max_frame(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def crossing_line(frame: pd.DataFrame, a: str, b: str, maximize: bool = True) -> str:
-    """Whether and where the unbiased curves of variants ``a`` and ``b`` cross, in one line:
-    the first n at which the better of the two changes, over the n both curves have."""
+def _leads(
+    frame: pd.DataFrame, a: str, b: str, maximize: bool
+) -> list[tuple[int, str, bool | None]]:
+    """Per n that both unbiased curves have: (n, who is ahead: a, b or "" when the
+    estimates are equal, whether the lead is clear: each estimate outside the other's 95%
+    band; None without bands)."""
     curves = frame[frame["estimator"] == "unbiased"]
-    ea = curves[curves["variant"] == a].set_index("n")["expected"]
-    eb = curves[curves["variant"] == b].set_index("n")["expected"]
-    ns = sorted(set(ea.index) & set(eb.index))
-    if not ns:
-        return f"{a} and {b}: no n that both studies reach"
+    ca = curves[curves["variant"] == a].set_index("n")
+    cb = curves[curves["variant"] == b].set_index("n")
     sign = 1.0 if maximize else -1.0
-    lead = [np.sign(sign * (ea[n] - eb[n])) for n in ns]
+    out: list[tuple[int, str, bool | None]] = []
+    for n in sorted(set(ca.index) & set(cb.index)):
+        ea, eb = float(ca.loc[n, "expected"]), float(cb.loc[n, "expected"])
+        if math.isclose(ea, eb, rel_tol=1e-9, abs_tol=1e-12):
+            out.append((int(n), "", None))
+            continue
+        first = a if sign * (ea - eb) > 0 else b
+        lead, trail = (ca, cb) if first == a else (cb, ca)
+        e_lead, e_trail = float(lead.loc[n, "expected"]), float(trail.loc[n, "expected"])
+        lo_l, hi_l, lo_t, hi_t = (float(x.loc[n, k]) for x in (lead, trail) for k in ("lo", "hi"))
+        if any(math.isnan(x) for x in (lo_l, hi_l, lo_t, hi_t)):
+            out.append((int(n), first, None))
+            continue
+        inside = lo_t <= e_lead <= hi_t or lo_l <= e_trail <= hi_l
+        out.append((int(n), first, not inside))
+    return out
+
+
+def _span(ns: list[int]) -> str:
+    return f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}..{ns[-1]}"
+
+
+def _runs(leads: list[tuple[int, str, bool | None]], same) -> list[tuple[list[int], tuple]]:
+    """Consecutive n whose ``same(lead)`` is equal: (their n, that value)."""
+    out: list[tuple[list[int], tuple]] = []
+    for lead in leads:
+        key = same(lead)
+        if out and out[-1][1] == key:
+            out[-1][0].append(lead[0])
+        else:
+            out.append(([lead[0]], key))
+    return out
+
+
+BAND = {True: "clear of the 95% bands", False: "level within the 95% bands"}
+
+
+def _segments(leads: list[tuple[int, str, bool | None]], way: str) -> list[str]:
+    """What holds at each n, consecutive n said together: 'a is higher at n = 1..2, level
+    within the 95% bands', 'equal at n = 3', 'b is higher at n = 4, clear of the bands'."""
+    out = []
+    for ns, (who, clear) in _runs(leads, lambda lead: lead[1:]):
+        if not who:
+            out.append(f"equal at {_span(ns)}")
+        else:
+            out.append(
+                f"{who} is {way} at {_span(ns)}" + (f", {BAND[clear]}" if clear is not None else "")
+            )
+    return out
+
+
+def crossing_line(frame: pd.DataFrame, a: str, b: str, maximize: bool = True) -> str:
+    """Whether and where the unbiased curves of variants ``a`` and ``b`` cross, in one line,
+    with what holds at each n both curves have: who is ahead (clear of the bootstrap bands,
+    or level within them), where the estimates are equal, where the lead changes. A verdict
+    is never taken from the last n alone."""
+    leads = _leads(frame, a, b, maximize)
+    if not leads:
+        return f"{a} and {b}: no n that both studies reach"
+    ns = [n for n, _, _ in leads]
     way = "higher" if maximize else "lower"
-    changes = [
-        (ns[k - 1], ns[k]) for k in range(1, len(ns)) if lead[k] != lead[k - 1] and lead[k] != 0
-    ]
-    if not changes:
-        ahead = a if lead[-1] > 0 else b if lead[-1] < 0 else None
-        if ahead is None:
-            return f"the expected-best curves of {a} and {b} are equal at n = {ns[0]}..{ns[-1]}"
+    head = f"the expected-best curves of {a} and {b}"
+    ahead = [(n, who) for n, who, _ in leads if who]
+    changes = [(x, y) for (x, p), (y, q) in zip(ahead, ahead[1:], strict=False) if p != q]
+    if not ahead:
+        return f"{head} are equal at every n = {ns[0]}..{ns[-1]}"
+    if not changes and len(ahead) == len(leads):
+        runs = _runs(leads, lambda lead: (lead[2],))
+        bands = [f"{BAND[c]} at {_span(n)}" for n, (c,) in runs if c is not None]
         return (
-            f"the expected-best curves of {a} and {b} do not cross at n = {ns[0]}..{ns[-1]}: "
-            f"{ahead} is {way} (better) at every budget"
+            f"{head} do not cross at {_span(ns)}: {ahead[0][1]} is {way} (better) at every "
+            "budget" + "".join(f", {b}" for b in bands)
         )
+    said = "; ".join(_segments(leads, way))
+    if not changes:
+        return f"{head} do not cross at {_span(ns)}: {said}"
     where = ", ".join(f"between n = {x} and n = {y}" for x, y in changes)
-    first, last = lead[0], lead[-1]
-    name = {1.0: a, -1.0: b, 0.0: "neither"}
     return (
-        f"the expected-best curves of {a} and {b} cross {where}: {name[float(first)]} is "
-        f"better with few trials, {name[float(last)]} with {ns[-1]}; which reader wins depends "
-        "on the tuning budget"
+        f"{head} cross {where}: {said}; {ahead[0][1]} is better with few trials, "
+        f"{ahead[-1][1]} with {ahead[-1][0]}; which reader wins depends on the tuning budget"
     )

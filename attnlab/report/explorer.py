@@ -21,7 +21,8 @@ from attnlab.report.discover import RunInfo
 from attnlab.report.html import display_path
 from attnlab.report.reader_styles import colours, reader_key
 from attnlab.report.variants import counted
-from attnlab.runs.rundir import RunDir, RunFileError
+from attnlab.runs.jsonfiles import RunFileError
+from attnlab.runs.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -122,23 +123,33 @@ def explorer_data(runs: list[RunInfo]) -> tuple[dict[str, Any] | None, list[str]
                     strips[key]["reads"][v] = _reading(s, int(doc.get("stride", 1)))
             if not views:
                 continue
-            seen = set(ran[0].seen_lengths)
-            lengths = []
-            for length in sorted({k[0] for k in strips}):
-                rows = [strips[k] for k in sorted(strips) if k[0] == length]
-                for row in rows:  # one entry per view, null where the run has no reading
-                    row["reads"] = [row["reads"].get(i) for i in range(len(views))]
-                split = "seen" if length in seen else "unseen"
-                lengths.append({"length": length, "split": split, "strips": rows})
+            lengths = _by_length(strips, len(views), set(ran[0].seen_lengths))
             evals.append(
-                {"eval": name, "views": views, "lengths": lengths, "left_out": left_out,
-                 "start": start(lengths)}
-            )  # fmt: skip
+                {
+                    "eval": name,
+                    "views": views,
+                    "lengths": lengths,
+                    "left_out": left_out,
+                    "start": start(lengths),
+                }
+            )
         if evals:
             groups.append({"train": train, "evals": evals})
     if not groups:
         return None, notes
     return {"trains": groups, "images": images}, notes
+
+
+def _by_length(strips: dict, n_views: int, seen: set[int]) -> list[dict[str, Any]]:
+    """One eval's strips, keyed (length, index), as rows by length, seen or unseen."""
+    lengths = []
+    for length in sorted({k[0] for k in strips}):
+        rows = [strips[k] for k in sorted(strips) if k[0] == length]
+        for row in rows:  # one entry per view, null where the run has no reading
+            row["reads"] = [row["reads"].get(i) for i in range(n_views)]
+        split = "seen" if length in seen else "unseen"
+        lengths.append({"length": length, "split": split, "strips": rows})
+    return lengths
 
 
 def start(lengths: list[dict[str, Any]]) -> dict[str, int]:

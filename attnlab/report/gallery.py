@@ -15,7 +15,8 @@ from pathlib import Path
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.discover import RunInfo
 from attnlab.report.variants import ordered_variants
-from attnlab.runs.rundir import MAP_KINDS, EvalDir, RunDir
+from attnlab.runs.evaldir import MAP_KINDS, EvalDir
+from attnlab.runs.rundir import RunDir
 
 MAX_MAPS_SHOWN = 4  # attention maps embedded per (run, eval, length, correct|failure)
 

@@ -19,9 +19,17 @@ from attnlab.errors import UserError
 UNKNOWN = "?"  # the reader of a run whose config and metrics name none
 # Colour i is the colour of the registry's reader i (the first two keep the lab's old colours).
 PALETTE = (
-    "tab:orange", "tab:blue", "tab:green", "tab:red", "tab:purple",
-    "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray",
-)  # fmt: skip
+    "tab:orange",
+    "tab:blue",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+    "tab:gray",
+)
 
 
 def _registry() -> ModuleType | None:

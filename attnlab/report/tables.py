@@ -45,7 +45,7 @@ class SummaryTable:
     notes: list[str] = field(default_factory=list)  # seeds and band per column group
 
     def markdown(self) -> str:
-        columns = [_md_escape(c) for c in self.columns]  # reader names are in the headings
+        columns = [md_escape(c) for c in self.columns]  # reader names are in the headings
         return pd.DataFrame([r.cells for r in self.rows], columns=columns).to_markdown(index=False)
 
 
@@ -100,12 +100,20 @@ def comparison_tables(frame: pd.DataFrame) -> list[SummaryTable]:
         return tables
     for (train, name, a, b), part in frame.groupby(["train", "eval", "a", "b"], sort=False):
         columns = [
-            "length", "split", f"{a} exact %", f"{b} exact %", "exact A - B (pp) [95%]",
-            "CER A - B (pp) [95%]", "McNemar b / c", "p",
-        ]  # fmt: skip
+            "length",
+            "split",
+            f"{a} exact %",
+            f"{b} exact %",
+            "exact A - B (pp) [95%]",
+            "CER A - B (pp) [95%]",
+            "McNemar b / c",
+            "p",
+        ]
         table = SummaryTable(str(train), [str(name)], columns)
-        table.notes.append(f"A = {a}, B = {b}; eval {name}; {part['n_pairs'].iloc[0]} seed "
-                           f"pair(s), paired {part['pairing'].iloc[0]}")  # fmt: skip
+        table.notes.append(
+            f"A = {a}, B = {b}; eval {name}; {part['n_pairs'].iloc[0]} seed "
+            f"pair(s), paired {part['pairing'].iloc[0]}"
+        )
         for r in part.to_dict("records"):
             table.rows.append(
                 Row(
@@ -118,7 +126,7 @@ def comparison_tables(frame: pd.DataFrame) -> list[SummaryTable]:
                         points_text(r["cer_diff"], r["cer_diff_lo"], r["cer_diff_hi"], cer),
                         f"{r['mcnemar_b']} / {r['mcnemar_c']}",
                         _p_value(r["mcnemar_p"]),
-                    ],  # fmt: skip
+                    ],
                     r["split"],
                     r["length"] == TOTAL,
                 )
@@ -127,22 +135,31 @@ def comparison_tables(frame: pd.DataFrame) -> list[SummaryTable]:
     return tables
 
 
-def points_text(value: float, lo: float, hi: float, metric: Metric) -> str:
-    """A difference of two rates in percentage points, signed, with its interval."""
+def signed_points(
+    value: float, lo: float = float("nan"), hi: float = float("nan"), digits: int = 1
+) -> str:
+    """A difference of two rates (fractions) in percentage points, signed, with its interval:
+    ``+4.2 [+1.0, +7.5]``; the one place this format is written (the report's tables and
+    lines, the lab's figures). No value: "–"; no interval: the value alone."""
     if pd.isna(value):
         return MISSING
-    digits = metric.digits
     text = f"{100 * value:+.{digits}f}"
     if pd.isna(lo) or pd.isna(hi):
         return text
     return f"{text} [{100 * lo:+.{digits}f}, {100 * hi:+.{digits}f}]"
 
 
+def points_text(value: float, lo: float, hi: float, metric: Metric) -> str:
+    """A difference of two rates in percentage points, signed, with its interval, to the
+    metric's digits (``signed_points``)."""
+    return signed_points(value, lo, hi, metric.digits)
+
+
 def _p_value(p: float) -> str:
     return "–" if pd.isna(p) else ("< 0.0001" if p < 1e-4 else f"{p:.4f}")
 
 
-def _md_escape(text: object) -> str:
+def md_escape(text: object) -> str:
     """Text as Markdown shows it: no table-breaking "|" or newline, and no raw HTML (a reader
     or run name with "<script>" in it is shown, not run, by a Markdown viewer): "<", ">" and
     "&" get Markdown's backslash escape."""
@@ -179,47 +196,32 @@ def summary_md(
     for table in tables:
         lines += [f"## Trained on lengths {table.train}", ""]
         lines += [f"Evaluation: {', '.join(table.evals)}."]
-        lines += [""] + [f"- {_md_escape(n)}" for n in table.notes] + [""]
+        lines += [""] + [f"- {md_escape(n)}" for n in table.notes] + [""]
         lines += [table.markdown(), ""]
         said = (findings or {}).get(table.train, [])
         if said:
-            lines += ["What the numbers say:", ""] + [f"- {_md_escape(f)}" for f in said] + [""]
+            lines += ["What the numbers say:", ""] + [f"- {md_escape(f)}" for f in said] + [""]
     if comparisons or compare_notes:
-        lines += ["## Paired differences", "", _md_escape(method), ""]
+        lines += ["## Paired differences", "", md_escape(method), ""]
         for table in comparisons or []:
-            lines += [f"### Trained on lengths {table.train}: {_md_escape(table.notes[0])}", ""]
+            lines += [f"### Trained on lengths {table.train}: {md_escape(table.notes[0])}", ""]
             lines += [table.markdown(), ""]
-        lines += [f"- not compared: {_md_escape(n)}" for n in compare_notes or []]
+        lines += [f"- not compared: {md_escape(n)}" for n in compare_notes or []]
         lines += [""] if compare_notes else []
     lines += probes or []  # the probe section (report.probes.probes_markdown)
     for note in dup_notes:
-        lines += [f"Note: {_md_escape(note)}", ""]
+        lines += [f"Note: {md_escape(note)}", ""]
     bad = [r for r in runs if r.problems]
     lines += ["## Incomplete or failed runs", ""]
     if not bad:
         lines += ["None: every run has a status, metrics and an evaluation.", ""]
     for r in bad:
         lines.append(
-            f"- `{r.path}` ({_md_escape(r.variant or r.reader_name)}, seed {r.seed}, "
+            f"- `{r.path}` ({md_escape(r.variant or r.reader_name)}, seed {r.seed}, "
             f"train {r.train}, "
-            f"{r.status}): " + _md_escape("; ".join(r.problems))
+            f"{r.status}): " + md_escape("; ".join(r.problems))
         )
     return "\n".join(lines).rstrip() + "\n"
-
-
-def data_needs_markdown(tables: list[SummaryTable], notes: list[str]) -> list[str]:
-    """summary.md's lines for the data-needs tables (report.datacurve); none without them."""
-    if not tables and not notes:
-        return []
-    from attnlab.report.datacurve import DATA_NEEDS_CSV, METHOD
-
-    lines = ["## How many strips: started-from variants against scratch", ""]
-    lines += [_md_escape(METHOD) + f" The numbers are in {DATA_NEEDS_CSV}.", ""]
-    for table in tables:
-        lines += [f"### Trained on lengths {table.train}: {_md_escape(table.notes[0])}", ""]
-        lines += [table.markdown(), ""]
-    lines += [f"- not paired: {_md_escape(n)}" for n in notes]
-    return lines + ([""] if notes else [])
 
 
 def objectives_markdown(best: list) -> list[str]:
@@ -228,5 +230,5 @@ def objectives_markdown(best: list) -> list[str]:
     if not best:
         return []
     lines = ["## Best runs by objective", ""]
-    lines += [f"- {_md_escape(b.line())}" for b in best]
+    lines += [f"- {md_escape(b.line())}" for b in best]
     return lines + ["", "Each run's value is in index.html's table of runs (objective.json).", ""]

@@ -7,8 +7,12 @@ re-runs (``winners/<reader>/``) are. From those files only:
 - the expected best validation objective against the number of trials n, per reader, by the
   unbiased and Dodge's estimators with their bootstrap bands (``report.expected_max``):
   ``expected_max.csv`` and one plot with every reader;
-- one line per other reader against the baseline reader (the registry's, as the report's
-  paired differences take it): whether and where their curves cross;
+- the search space and the steps per trial, then one line per other reader against the
+  baseline reader (the registry's, as the report's paired differences take it): what holds
+  at each n (ahead, level within the bands, equal) and where the curves cross; beside it,
+  what the files say of the search (``report.tuned_checks``): a best trial at the edge of an
+  axis, trials still improving, an edited ``trials.csv`` (each trial's ``objective.json``
+  is the truth), a trial folder gone, unequal budgets;
 - the re-run winners paired strip by strip (``report.compare``): A − B after equal tuning, at
   the seen lengths, the longest seen length and the unseen lengths.
 """
@@ -17,7 +21,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +35,17 @@ from attnlab.report.discover import NO_EVALUATION, RunInfo
 from attnlab.report.expected_max import COLUMNS, crossing_line, expected_max_frame
 from attnlab.report.figures import Plot, file_name
 from attnlab.report.reader_styles import baseline, ordered
-from attnlab.runs.studydir import MANIFEST, STUDY
+from attnlab.report.tables import signed_points
+from attnlab.report.tuned_checks import (
+    Trials,
+    budget_notes,
+    edge_lines,
+    improving_lines,
+    read_trials,
+    setup_line,
+    trial_steps,
+)
+from attnlab.runs.studydir import MANIFEST, STUDY, TRIALS_CSV
 
 EXPECTED_MAX_CSV = "expected_max.csv"
 DASHES = {"unbiased": "-", "dodge": "--"}
@@ -51,6 +64,11 @@ class TunedStudy:
     scores: dict[str, list[float]]  # reader -> its complete trials' values
     winners: dict[str, Path]  # reader -> the folder of its best trial's re-runs
     best: dict[str, dict]  # reader -> its best trial (trial, dir, value, overrides)
+    axes: list[str] = field(default_factory=list)  # the search space as typed
+    dropped: dict[str, list[str]] = field(default_factory=dict)  # reader -> keys it lacks
+    steps: int | None = None  # train.steps of each trial
+    trial_runs: dict[str, Trials] = field(default_factory=dict)  # reader -> its trials
+    checks: list[str] = field(default_factory=list)  # what its files say (tuned_checks)
 
 
 @dataclass
@@ -64,7 +82,8 @@ class TunedSection:
 
 
 def find_studies(paths: list[Path]) -> list[Path]:
-    """The study roots (folders holding tuned.json) at or under ``paths``."""
+    """The study roots at or under ``paths``: folders holding tuned.json, or holding
+    ``study/<reader>/trials.csv`` without it (``read_study`` says so)."""
     found = set()
     for path in paths:
         path = Path(path)
@@ -72,6 +91,8 @@ def find_studies(paths: list[Path]) -> list[Path]:
             found.add(path)
         elif path.is_dir():
             found.update(p.parent for p in path.rglob(MANIFEST))
+            tables = path.rglob(f"{STUDY}/*/{TRIALS_CSV}")
+            found.update(p.parents[2] for p in tables if not (p.parents[2] / MANIFEST).is_file())
     return sorted(found)
 
 
@@ -96,18 +117,40 @@ def read_study(root: Path) -> TunedStudy:
 
 
 def _read_study(root: Path) -> TunedStudy:
+    if not (root / MANIFEST).is_file():
+        held = sorted(p.parent.name for p in (root / STUDY).glob(f"*/{TRIALS_CSV}"))
+        raise StudyUnreadable(
+            f"study {root}: no {MANIFEST} (deleted?), though {root / STUDY} holds the trials of "
+            f"{', '.join(held)}: not reported as a study (what it was asked is unknown)"
+        )
     data = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     objective = str(data["objective"])
-    scores = {}
-    for reader in data["readers"]:
-        table = pd.read_csv(root / data["studies"][reader] / "trials.csv")
-        done = table[(table["state"] == "complete") & table["value"].notna()]
-        scores[reader] = [float(v) for v in done["value"] if math.isfinite(float(v))]
-    return TunedStudy(
-        root, list(data["readers"]), objective, OBJECTIVES[objective][0] == "maximize",
-        str(data["sampler"]), int(data["trials"]), scores,
-        {r: root / d for r, d in data["winners"].items()}, dict(data.get("best", {})),
-    )  # fmt: skip
+    readers = list(data["readers"])
+    digests = data.get("tables") or {}
+    trials = {
+        r: read_trials(
+            root / data["studies"][r], digests.get(r), f"{data['studies'][r]}/{TRIALS_CSV}"
+        )
+        for r in readers
+    }
+    study = TunedStudy(
+        root,
+        readers,
+        objective,
+        OBJECTIVES[objective][0] == "maximize",
+        str(data["sampler"]),
+        int(data["trials"]),
+        {r: t.values for r, t in trials.items()},
+        {r: root / d for r, d in data["winners"].items()},
+        dict(data.get("best", {})),
+        [str(a) for a in data.get("axes") or []],
+        dict(data.get("dropped") or {}),
+        trial_steps(data, trials),
+        trials,
+    )
+    study.checks = [n for t in trials.values() for n in t.notes]
+    study.checks += budget_notes(trials, study.trials, study.dropped, study.axes)
+    return study
 
 
 def _reference(readers: list[str]) -> str:
@@ -123,7 +166,15 @@ def tuned_section(root: Path, runs: list[RunInfo], colours: dict[str, str]) -> T
     ref = _reference(study.readers)
     others = [r for r in ordered(study.readers) if r != ref]
     # A - B as the report's paired differences: the baseline reader against each other one
-    lines = [crossing_line(frame, ref, other, study.maximize) for other in others]
+    lines = [
+        setup_line(
+            study.axes, study.dropped, study.readers, study.steps, study.trials, study.sampler
+        )
+    ]
+    lines += [crossing_line(frame, ref, other, study.maximize) for other in others]
+    lines += edge_lines(study.best, study.axes)  # beside the verdict: was the search done?
+    lines += improving_lines(study.trial_runs, study.objective, study.steps)
+    lines += study.checks
     diffs, notes = [], []
     for other in others:
         got = _winners_diff(study, runs, ref, other)
@@ -161,8 +212,7 @@ def _below(path: Path, folder: Path) -> bool:
 
 
 def _points(row: pd.Series) -> str:
-    d, lo, hi = (100 * float(row[f"exact_diff{s}"]) for s in ("", "_lo", "_hi"))
-    return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+    return signed_points(*(float(row[f"exact_diff{s}"]) for s in ("", "_lo", "_hi")))
 
 
 def _diff_line(rows: pd.DataFrame, a: str, b: str) -> str:
@@ -194,8 +244,15 @@ def _plot(study: TunedStudy, frame: pd.DataFrame, colours: dict[str, str]) -> Pl
         for estimator, dash in DASHES.items():
             r = rows[rows["estimator"] == estimator]
             colour = colours.get(reader, "0.3")
-            ax.plot(r["n"], r["expected"], dash, color=colour, marker="o", ms=3,
-                    label=f"{reader} ({estimator})")  # fmt: skip
+            ax.plot(
+                r["n"],
+                r["expected"],
+                dash,
+                color=colour,
+                marker="o",
+                ms=3,
+                label=f"{reader} ({estimator})",
+            )
             if estimator == "unbiased":
                 ax.fill_between(r["n"], r["lo"], r["hi"], color=colour, alpha=0.15, lw=0)
     ax.set_xlabel("trials n (random draws of the study's trials)")

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 
 from attnlab.config.experiment import patience_measure
 from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
+from attnlab.data.bank_cache import BANK_KEYS
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key, shades
 from attnlab.report.short_numbers import short_forms
@@ -60,9 +61,10 @@ def identity(flat: dict[str, str], train: str) -> dict[str, str]:
     (`ADDED_DEFAULTS`) counts with the value its absence means, not as unset."""
     flat = {**ADDED_DEFAULTS, **flat}
     out = {k: v for k, v in flat.items() if k not in IGNORED_KEYS and k not in SEEN_KEYS}
-    if flat["train.patience"] not in ("null", "0"):  # then it decides when the run stops
-        objective = json.loads(flat.get("train.objective", "null"))
-        out["train.objective"] = json.dumps(patience_measure(objective))
+    # its measure chooses best.pt, and with train.patience when the run stops
+    objective = json.loads(flat.get("train.objective", "null"))
+    measure = patience_measure(objective if isinstance(objective, str) else None)
+    out["train.objective"] = json.dumps(measure)
     out["seen lengths"] = json.dumps(train)
     return out
 
@@ -175,13 +177,26 @@ def _mark_duplicates(runs: list[RunInfo]) -> list[str]:
 
 def bank_notes(runs: list[RunInfo]) -> list[str]:
     """One line per training range whose counted runs (averaged as seeds, compared as
-    variants) were drawn from different glyph banks (attnlab.runs.drawn)."""
-    banks: dict[str, list[str | None]] = {}
+    variants) were drawn from different glyph banks, naming why (attnlab.runs.drawn); and
+    one line per run whose drawn_by record cannot be read (an edited metrics.json), left
+    out of that comparison."""
+    notes, by_train = [], {}
+    for run in runs:
+        if why := drawn.unreadable(run.drawn_record):
+            notes.append(f"{run.path}: unreadable record of what drew it ({why}); not compared")
     for run in counted(runs):
-        if run.evals:
-            banks.setdefault(run.train, []).append(run.glyph_bank)
-    notes = [drawn.bank_note(found, f"trained on lengths {t}") for t, found in banks.items()]
-    return [note for note in notes if note]
+        if run.evals and not drawn.unreadable(run.drawn_record):
+            by_train.setdefault(run.train, []).append(_drawing(run))
+    lines = [drawn.bank_note(d, f"trained on lengths {t}") for t, d in by_train.items()]
+    return notes + [line for line in lines if line]
+
+
+def _drawing(run: RunInfo) -> drawn.Drawing:
+    """What drew ``run``: its recorded bank and packages, and its config's bank keys."""
+    record = run.drawn_record if isinstance(run.drawn_record, Mapping) else {}
+    flat = flat_config(run.config_text) or {}
+    keys = {f"data.{k}": flat.get(f"data.{k}", UNSET) for k in BANK_KEYS}
+    return drawn.Drawing(record.get("glyph_bank"), record.get("packages") or {}, keys)
 
 
 def counted(runs: Iterable[RunInfo]) -> list[RunInfo]:

@@ -32,6 +32,7 @@ from attnlab.errors import UserError, one_line
 from attnlab.io import write_bytes
 from attnlab.models import registry
 from attnlab.models.base import Reader
+from attnlab.runs import pretrained
 from attnlab.runs.rundir import RunDir
 from attnlab.runtime import resolve_device
 
@@ -52,16 +53,23 @@ LEGACY: dict[int, dict[str, dict[str, Any]]] = {
     3: {
         "model": {"column_convs": []},
         "data": {
-            "stretch": [1.0, 1.0], "marked_zeros": 0.0, "oldstyle": 0.0, "dilate": 0.0,
-            "ink_level": [0.0, 0.0], "strip_scale": [1.0, 1.0], "strip_shift": 0.0,
-            "wave": 0.0, "resample": [1.0, 1.0], "shading": 0.0,
+            "stretch": [1.0, 1.0],
+            "marked_zeros": 0.0,
+            "oldstyle": 0.0,
+            "dilate": 0.0,
+            "ink_level": [0.0, 0.0],
+            "strip_scale": [1.0, 1.0],
+            "strip_shift": 0.0,
+            "wave": 0.0,
+            "resample": [1.0, 1.0],
+            "shading": 0.0,
         },
     },
     4: {"data": {"footless_ones": 0.0}},
     5: {"data": {"augmented": 1.0}},
     6: {"data": {"batch_by_length": False, "elastic": 0.0, "jpeg": 0.0}},
     7: {"model": {"ctc_aux": 0.0}},
-}  # fmt: skip
+}
 
 
 def legacy(section: str, written: int = 0) -> dict[str, Any]:
@@ -91,7 +99,6 @@ class Checkpoint:
     optimizer: dict[str, Any] | None = None
     scheduler: dict[str, Any] | None = None
     rng: dict[str, Any] | None = None  # {"torch": the global RNG state, "stream": the stream's}
-    hydra_files: dict[str, Any] | None = None  # the run's .hydra/ files when it was written
     history: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)  # {"step", "exact_acc"} of best.pt
     best_metrics: dict[str, Any] = field(default_factory=dict)
@@ -217,8 +224,7 @@ def load(path: Path | str, map_location: str | torch.device = "cpu") -> Checkpoi
         kind = _kind_of_file(path)
         if kind is None:
             raise UserError(f"{path}: not a readable attnlab checkpoint (truncated or corrupt)")
-        raise UserError(f"{path}: not an attnlab checkpoint ({kind}, not a file torch.save "
-                        "writes)")  # fmt: skip
+        raise UserError(f"{path}: not an attnlab checkpoint ({kind}, not a file torch.save writes)")
     try:
         with warnings.catch_warnings():  # torch's advice is not the user's business: one line
             warnings.simplefilter("ignore")
@@ -322,6 +328,8 @@ def held(run_or_ckpt: Path | str, which: str, purpose: str) -> Iterator[Path]:
 def output_root(ckpt_path: Path, kind: str) -> Path:
     """Where results of ``kind`` (eval, probe) about a checkpoint go: ``<run>/<kind>`` for a
     run's checkpoint; ``<stem>_<kind>`` beside a checkpoint outside a run directory."""
+    if pretrained.is_packaged(ckpt_path):  # never inside the installed package
+        return Path.cwd() / f"{pretrained.NAME}_{kind}"
     run = RunDir(ckpt_path.parent.parent)
     if ckpt_path.parent == run.checkpoints:
         return run.path / kind
@@ -329,7 +337,10 @@ def output_root(ckpt_path: Path, kind: str) -> Path:
 
 
 def resolve(run_or_ckpt: Path | str, which: str = "best") -> Path:
-    """A run directory (-> checkpoints/<which>.pt) or a checkpoint file."""
+    """A run directory (-> checkpoints/<which>.pt), a checkpoint file, or the word
+    ``pretrained``: the packaged reader (``attnlab.runs.pretrained``)."""
+    if pretrained.names_it(run_or_ckpt):
+        return pretrained.checkpoint_path()
     p = Path(run_or_ckpt)
     if p.is_dir():
         ckpt = RunDir(p).checkpoint(which)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.io import write_json
-from attnlab.runs.rundir import from_dict, load_json
+from attnlab.runs.jsonfiles import from_dict, load_json
 
 PROBE = "probe"
 PROBE_META = "probe.json"

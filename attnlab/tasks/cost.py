@@ -1,5 +1,5 @@
 """The Hydra task behind ``attnlab cost [RUN | model=NAME ...]`` (the work:
-``attnlab.bench.cost_files``)."""
+``attnlab.tasks.cost_run``)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def main(cfg: DictConfig) -> None:
     """``attnlab cost``: parameters, FLOPs, time and memory of readers by strip length."""
     from hydra.core.hydra_config import HydraConfig
 
-    from attnlab.bench.cost_files import run
     from attnlab.runtime import set_threads
+    from attnlab.tasks.cost_run import run
 
     set_threads(cfg.train.threads)  # fixed threads (0: torch's default): times comparable
     run(cfg, list(HydraConfig.get().overrides.task))

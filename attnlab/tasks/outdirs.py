@@ -3,7 +3,7 @@
 
 Every task config registers ``CreatedDirs`` as a Hydra callback. Hydra calls it before it
 creates the run (or sweep) directory, so it records the topmost folder of that path that does
-not exist yet; ``remove_created`` (called by ``attnlab.taskrun`` when a command fails) removes
+not exist yet; ``remove_created`` (called by ``attnlab.tasks.run`` when a command fails) removes
 what was recorded, and only as far as it holds no file: a directory that existed before the
 command, or that holds anything, is never removed.
 """

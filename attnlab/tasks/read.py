@@ -16,7 +16,8 @@ from attnlab.errors import UserError
 from attnlab.evaluation.figures import maps
 from attnlab.evaluation.inference import Readings, read_strips
 from attnlab.runs import checkpoint
-from attnlab.runs.rundir import RunDir, RunFileError
+from attnlab.runs.jsonfiles import RunFileError
+from attnlab.runs.rundir import RunDir
 
 
 def shown(path: Path | str) -> str:
@@ -130,9 +131,16 @@ def _say_readings(names, images, out, reader: str, stride: int, attention_dir, s
     for i, (path, file) in enumerate(zip(names, map_names(names), strict=True)):
         target = Path(attention_dir) / file
         maps.draw_attention_map(
-            target, images[i], out.weights[i], stride, None, out.texts[i],
-            float(out.confidence[i]), None, float("nan"),
-        )  # fmt: skip
+            target,
+            images[i],
+            out.weights[i],
+            stride,
+            None,
+            out.texts[i],
+            float(out.confidence[i]),
+            None,
+            float("nan"),
+        )
         say(f"attention map of {shown(path)}: {target}")
 
 
@@ -145,8 +153,8 @@ def read_files_onnx(
     crop: bool = True,
 ) -> int:
     """``attnlab read --onnx``: as ``read_files``, through an export's reference loop (its
-    NumPy preprocessing, attnlab.export.pixels, gives the folder loader's pixels)."""
-    from attnlab.export import pixels
+    preprocessing is the folder loader's, attnlab.data.pixels, without torch)."""
+    from attnlab.data import pixels
     from attnlab.export.runtime import Export
 
     check_beam(beam, "--beam")
@@ -154,7 +162,7 @@ def read_files_onnx(
     loaded, names, bad = [], [], 0
     for path in images:
         try:
-            loaded.append(pixels.load_image(path, model.height, crop))
+            loaded.append(pixels.load_image(path, model.height, crop=crop))
             names.append(Path(path))
         except UserError as err:
             print(f"attnlab: error: {printable(str(err))}", file=sys.stderr)

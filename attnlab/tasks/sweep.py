@@ -22,8 +22,10 @@ from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.evaluation.metrics import TOTAL
+from attnlab.runs.evaldir import EvalDir
+from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.resume import resume_command
-from attnlab.runs.rundir import EvalDir, RunDir, RunFileError, RunStatus
+from attnlab.runs.rundir import RunDir, RunStatus
 from attnlab.runtime import Interrupted, local_jobs, sigterm_as_interrupt
 from attnlab.tasks.train import hydra_run_dir
 from attnlab.training.session import record_objective, train, validation_objective

@@ -28,10 +28,10 @@ from omegaconf import DictConfig, OmegaConf
 from attnlab.config import OBJECTIVES
 from attnlab.errors import one_line
 from attnlab.io import atomic_write
+from attnlab.runs.studydir import TRIAL_FILE
+from attnlab.runs.studydir import TRIALS_CSV as TABLE
 from attnlab.tasks.sweepers import optimiser_of
 
-TRIAL_FILE = "trial.json"
-TABLE = "trials.csv"
 COLUMNS = ["trial", "dir", "overrides", "objective", "value", "state"]
 
 

@@ -15,13 +15,14 @@ One command, three stages, each a real Hydra multirun of an existing task:
 
 Layout: ``ROOT/study/<reader>/<trial>/``, ``ROOT/winners/<reader>/<job>/``, ``ROOT/tuned.json``
 (ROOT: ``hydra.sweep.dir``, default ``multirun/tuned/<date>/<time>``). A stage whose files
-are complete is not run again, so the same command resumes a stopped study: the sampler is
-seeded, so the trials draw the same values, and each trial resumes from its ``last.pt``.
+are complete is not run again, so the same command resumes a stopped study (Ctrl-C prints
+it): the sampler is seeded, so the trials draw the same values, and each trial resumes from
+its ``last.pt``. ``tuned.json`` is written before the first trial: a folder holding another
+study's settings, or something else, is refused (``attnlab.tasks.tuned_record``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,10 +33,10 @@ from omegaconf import OmegaConf
 
 from attnlab.config.tune import TuneConfig
 from attnlab.errors import UserError, one_line
-from attnlab.io import atomic_write
-from attnlab.runs.studydir import MANIFEST, STUDY, WINNERS
+from attnlab.runs.studydir import MANIFEST, STUDY, TRIALS_CSV, WINNERS
+from attnlab.tasks import tuned_record
+from attnlab.tasks.tuned_record import PROG
 
-PROG = "attnlab sweep tuned"
 DEFAULT_OBJECTIVE = "val_exact"
 _ABSENT = object()
 
@@ -53,6 +54,7 @@ class Plan:
     axes_of: dict[str, list[str]] = field(default_factory=dict)  # reader -> its axes
     dropped: dict[str, list[str]] = field(default_factory=dict)  # reader -> keys it lacks
     trial_seeds: list[int] = field(default_factory=list)
+    trial_steps: int = 0  # train.steps of each trial (tune.steps, else the config's)
 
     @property
     def rerun_seeds(self) -> list[int]:
@@ -83,8 +85,11 @@ def _compose(overrides: list[str], config_name: str = "train", hydra: bool = Fal
         return compose(overrides, config_name, hydra)
     except (HydraException, OmegaConfBaseException) as err:
         cause = err.__cause__ or err
-        raise UserError(f"config: {one_line(err)}: {one_line(cause)}"
-                        if cause is not err else f"config: {one_line(err)}") from err  # fmt: skip
+        raise UserError(
+            f"config: {one_line(err)}: {one_line(cause)}"
+            if cause is not err
+            else f"config: {one_line(err)}"
+        ) from err
 
 
 def plan(args: list[str]) -> Plan:
@@ -124,8 +129,7 @@ def _readers(model: str | None) -> list[str]:
     else:
         o = _parse(model)
         names = [str(v) for v in o.sweep_iterator()] if o.is_sweep_override() else [o.value()]
-    for name in names:
-        registry.get(name)  # an unknown reader: its one line
+    registry.check_names(names)  # an unknown reader: its one line
     if len(set(names)) < 2:
         raise UserError(f"model={','.join(names)}: {PROG} compares readers; name two or more")
     return list(dict.fromkeys(names))
@@ -151,11 +155,19 @@ def _fit_axes(p: Plan) -> None:
         p.dropped[reader] = [k for k, ok in zip(keys, has, strict=True) if not ok]
         if not p.trial_seeds:
             p.trial_seeds = [int(cfg.seed)]
+            p.trial_steps = int(p.tune.steps or cfg.train.steps)
     for axis in p.axes:
         if all(_key(axis) in p.dropped[r] for r in p.readers):
             raise UserError(
                 f"{axis}: no reader here has {_key(axis)} ({', '.join(p.readers)}); "
                 "attnlab readers lists each reader's keys"
+            )
+    for reader in p.readers:
+        if not p.axes_of[reader]:
+            raise UserError(
+                f"model={reader} has none of the search axes ({', '.join(p.dropped[reader])}): "
+                f"its {p.tune.trials} trials would be one configuration repeated, not an equal "
+                "budget; add an axis it has (e.g. 'optim.lr=interval(0.0005,0.01)')"
             )
 
 
@@ -183,13 +195,19 @@ def study_args(p: Plan, reader: str) -> list[str]:
     steps = [] if p.tune.steps is None else [f"train.steps={p.tune.steps}"]
     plain = [a for a in p.plain if not (steps and _key(a) == "train.steps")]
     return [
-        "-m", f"model={reader}", *plain, *steps, *p.axes_of[reader],
-        f"train.objective={p.objective}", "hydra/sweeper=optuna",
+        "-m",
+        f"model={reader}",
+        *plain,
+        *steps,
+        *p.axes_of[reader],
+        f"train.objective={p.objective}",
+        "hydra/sweeper=optuna",
         f"hydra/sweeper/sampler={p.tune.sampler}",
         f"hydra.sweeper.sampler.seed={p.tune.sampler_seed}",
-        f"hydra.sweeper.n_trials={p.tune.trials}", f"hydra.sweeper.study_name=tuned_{reader}",
+        f"hydra.sweeper.n_trials={p.tune.trials}",
+        f"hydra.sweeper.study_name=tuned_{reader}",
         f"hydra.sweep.dir={_hydra_path(p.root / STUDY / reader)}",
-    ]  # fmt: skip
+    ]
 
 
 def rerun_args(p: Plan, reader: str, best: dict[str, Any]) -> list[str]:
@@ -198,10 +216,12 @@ def rerun_args(p: Plan, reader: str, best: dict[str, Any]) -> list[str]:
     values = [o for o in best["overrides"] if _key(o) in mine]
     plain = [a for a in p.plain if _key(a) != "seed"]  # the re-runs' own seeds instead
     return [
-        f"model={reader}", *plain, *values,
+        f"model={reader}",
+        *plain,
+        *values,
         f"seed={','.join(map(str, p.rerun_seeds))}",
         f"hydra.sweep.dir={_hydra_path(p.root / WINNERS / reader)}",
-    ]  # fmt: skip
+    ]
 
 
 def _hydra_path(path: Path) -> str:
@@ -211,9 +231,7 @@ def _hydra_path(path: Path) -> str:
 
 
 def _study_done(study: Path, trials: int) -> bool:
-    from attnlab.tasks.trials import TABLE
-
-    table = study / TABLE
+    table = study / TRIALS_CSV
     if not table.is_file():
         return False
     import pandas as pd
@@ -232,13 +250,8 @@ def _winners_done(folder: Path, seeds: int) -> bool:
 
 def run(args: list[str], echo: Callable[[str], Any] = print) -> Path:
     """The whole command; returns the study's root (holding ``tuned.json``)."""
-    from attnlab.taskrun import run_task
-    from attnlab.tasks.sweep import main as sweep_task
-    from attnlab.tasks.sweep import summarize
-    from attnlab.tasks.train import main as train_task
-    from attnlab.tasks.trials import best_of, gather
-
     p = plan(args)
+    tuned_record.check_root(p)
     echo(
         f"{PROG}: {len(p.readers)} readers x {p.tune.trials} trials, sampler "
         f"{p.tune.sampler} (Optuna, seed {p.tune.sampler_seed}), objective {p.objective}; "
@@ -246,8 +259,29 @@ def run(args: list[str], echo: Callable[[str], Any] = print) -> Path:
     )
     for reader in p.readers:
         if p.dropped[reader]:
-            echo(f"model={reader} has no {', '.join(p.dropped[reader])}: its study leaves "
-                 "that axis out")  # fmt: skip
+            echo(
+                f"model={reader} has no {', '.join(p.dropped[reader])}: its study leaves "
+                "that axis out"
+            )
+    if not (p.root / MANIFEST).is_file():
+        tuned_record.write_manifest(p, {})  # the settings, before the first trial
+    try:
+        _stages(p, echo)
+    except KeyboardInterrupt:
+        echo(f"{PROG}: stopped (Ctrl-C); resume with: {tuned_record.resume_command(args, p.root)}")
+        raise
+    echo(f"next: attnlab report {p.root}")
+    return p.root
+
+
+def _stages(p: Plan, echo: Callable[[str], Any]) -> None:
+    """The studies, tuned.json with their best trials, then the best trials' re-runs."""
+    from attnlab.tasks.run import run_task
+    from attnlab.tasks.sweep import main as sweep_task
+    from attnlab.tasks.sweep import summarize
+    from attnlab.tasks.train import main as train_task
+    from attnlab.tasks.trials import best_of, gather
+
     best: dict[str, dict[str, Any]] = {}
     for reader in p.readers:
         study = p.root / STUDY / reader
@@ -257,9 +291,9 @@ def run(args: list[str], echo: Callable[[str], Any] = print) -> Path:
             run_task(train_task, study_args(p, reader), PROG, multirun=True)
         found = best_of(gather(study))
         if found is None:
-            raise UserError(f"model={reader}: no trial of {study} finished; see its trials.csv")
+            raise UserError(f"model={reader}: no trial of {study} finished; see its {TRIALS_CSV}")
         best[reader] = found
-    _write_manifest(p, best)
+    tuned_record.write_manifest(p, best)
     for reader in p.readers:
         winners = p.root / WINNERS / reader
         if _winners_done(winners, p.tune.seeds):
@@ -270,30 +304,3 @@ def run(args: list[str], echo: Callable[[str], Any] = print) -> Path:
         if failed:
             job, reason = failed[0]
             raise UserError(f"model={reader}: re-run {job} failed: {reason}")
-    echo(f"next: attnlab report {p.root}")
-    return p.root
-
-
-def _write_manifest(p: Plan, best: dict[str, dict[str, Any]]) -> Path:
-    data = {
-        "readers": p.readers,
-        "trials": p.tune.trials,
-        "sampler": p.tune.sampler,
-        "sampler_seed": p.tune.sampler_seed,
-        "steps": p.tune.steps,
-        "objective": p.objective,
-        "axes": p.axes,
-        "dropped": p.dropped,
-        "trial_seeds": p.trial_seeds,
-        "rerun_seeds": p.rerun_seeds,
-        "plain": p.plain,
-        "studies": {r: f"{STUDY}/{r}" for r in p.readers},
-        "winners": {r: f"{WINNERS}/{r}" for r in p.readers},
-        "best": {
-            r: {k: b.get(k) for k in ("trial", "dir", "value", "overrides")}
-            for r, b in best.items()
-        },
-    }
-    text = json.dumps(data, indent=2) + "\n"
-    p.root.mkdir(parents=True, exist_ok=True)
-    return atomic_write(p.root / MANIFEST, lambda f: f.write_text(text))

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from attnlab.data.lineage import carried
+from attnlab.data.sources import nfc
 from attnlab.errors import UserError
 from attnlab.models import registry
 from attnlab.models.tokens import DIGIT0
@@ -47,7 +49,8 @@ def init_from(
     ckpt = checkpoint.load(path)
     before = ckpt.run_config()
     what = f"init_from={source}"
-    check_leak(ckpt.data_split, split, what)
+    ancestors = list((ckpt.init_from or {}).get("trained_on") or [])
+    check_leak(ckpt.data_split, split, what, ancestors)
     _check_encoder(before, cfg, what)
     saved: dict[str, torch.Tensor] = ckpt.model
     own = model.state_dict()
@@ -70,9 +73,15 @@ def init_from(
     log.info(
         "initialised from %s (its %s reader, step %s): %d of %d tensors; rows mapped by "
         "character in %s; new characters (rows re-initialised): %s; re-initialised: %s",
-        path, ckpt.reader, ckpt.step, len(fits), len(own), ", ".join(mapped) or "none",
-        repr(new) if new else "none", ", ".join(layers) if layers else "none",
-    )  # fmt: skip
+        path,
+        ckpt.reader,
+        ckpt.step,
+        len(fits),
+        len(own),
+        ", ".join(mapped) or "none",
+        repr(new) if new else "none",
+        ", ".join(layers) if layers else "none",
+    )
     return {
         "path": str(path.resolve()),
         "reader": ckpt.reader,
@@ -81,33 +90,77 @@ def init_from(
         "reinitialised": fresh,
         "mapped_by_character": mapped,
         "new_characters": new,
+        # what the weights were trained on, the source's own strips and every earlier run's
+        "trained_on": carried(ckpt.data_split, ckpt.init_from, str(path.resolve())),
     }
 
 
-def check_leak(trained: dict[str, Any] | None, split: dict[str, Any] | None, what: str) -> None:
+def check_leak(
+    trained: dict[str, Any] | None,
+    split: dict[str, Any] | None,
+    what: str,
+    ancestors: list[dict[str, Any]] | None = None,
+) -> None:
     """Refuse a held-out set (``split``, the new run's record) that holds strips, by image,
-    or groups, by name, that the source (``trained``, its record) trained on. A source
-    trained on synthetic strips has no record: nothing of a folder was trained on."""
-    if not trained or not split:
+    or groups, by name, that the source (``trained``, its record) or any run it was
+    fine-tuned from (``ancestors``: ``attnlab.data.lineage``) trained on. A source trained on
+    synthetic strips has no record of its own: nothing of a folder was trained on by it."""
+    records = ([{"checkpoint": "the source checkpoint", **trained}] if trained else []) + list(
+        ancestors or []
+    )
+    if not records or not split:
         return
     held = split.get("held_out_keys") or []
-    if "trained_keys" in trained:
-        seen = set(trained["trained_keys"])
-        strips = sum(1 for k in held if k in seen)
-    else:  # a record of a version without keys: by id, when the source is the same
-        same = trained.get("path") == split.get("path") and not split.get("val_path")
-        kept = set(trained.get("held_out", [])) | set(trained.get("held_out_copies", []))
-        strips = sum(1 for i in split.get("held_out", []) if i not in kept) if same else 0
-    groups = set(trained.get("trained_groups") or []) & set(
-        split.get("held_out_groups") or split.get("val_groups") or []
-    )
-    if strips or groups:
-        also = f" ({len(groups)} of its held-out groups, first {min(groups)!r})" if groups else ""
-        raise UserError(
-            f"{what}: {strips} of this run's {len(held)} held-out strips{also} were trained on "
-            f"by the source checkpoint; hold out what it held out (its data.val_share and "
-            f"data.eval_seed), give a data.val_path it never read, or start elsewhere"
+    held_groups = {nfc(g) for g in split.get("held_out_groups") or split.get("val_groups") or []}
+    leaked_strips: set[int] = set()
+    groups: set[str] = set()
+    first = None
+    for record in records:
+        strips = _leaked_strips(record, split, held)
+        shared = {nfc(g) for g in record.get("trained_groups") or []} & held_groups
+        if (strips or shared) and first is None:
+            first = record
+        leaked_strips |= strips
+        groups |= shared
+    if first is None:
+        return
+    by = first["checkpoint"]
+    if by != "the source checkpoint":
+        by = f"{by}, a checkpoint the source was fine-tuned from"
+    if groups:
+        also = (
+            f", as were {len(leaked_strips)} of its {len(held)} held-out strips"
+            if leaked_strips
+            else f", through other strips of theirs (none of its {len(held)} held-out strips)"
         )
+        whom = (
+            f"{len(groups)} of this run's {len(held_groups)} held-out groups (first "
+            f"{min(groups)!r}) {_were(len(groups))} trained on by {by}{also}"
+        )
+    else:
+        whom = f"{len(leaked_strips)} of this run's {len(held)} held-out strips"
+        whom += f" {_were(len(leaked_strips))} trained on by {by}"
+    raise UserError(
+        f"{what}: {whom}; hold out what it held out (its data.val_share and data.eval_seed), "
+        f"give a data.val_path it never read, or start elsewhere"
+    )
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
+def _leaked_strips(record: dict[str, Any], split: dict[str, Any], held: list[str]) -> set[int]:
+    """The positions of the held-out strips that one training record trained on: by image
+    key, or for a record of a version without keys by id, when the source is the same."""
+    if "trained_keys" in record:
+        seen = set(record["trained_keys"] or [])
+        return {i for i, k in enumerate(held) if k in seen}
+    same = record.get("path") == split.get("path") and not split.get("val_path")
+    if not same:
+        return set()
+    kept = set(record.get("held_out", [])) | set(record.get("held_out_copies", []))
+    return {i for i, s in enumerate(split.get("held_out", [])) if s not in kept}
 
 
 def _check_encoder(before: Any, cfg: Any, what: str) -> None:

@@ -3,7 +3,8 @@
 Each reader declares its parts (``Reader.PARTS``: part name -> the attributes that make it,
 e.g. ``encoder``, ``decoder``, ``output``). A frozen part's parameters get
 ``requires_grad=False`` and are not handed to the optimiser, so they get no gradient, no
-optimiser state and no weight decay: their weights stay bit-identical through training.
+optimiser state and no weight decay: their weights stay bit-identical through training
+(the parts and their parameters: attnlab.models.parts).
 A frozen part is frozen from step 0 (after ``init_from`` has loaded it, usually the point:
 a reader trained on synthetic strips keeps its encoder while its decoder learns new strips).
 A name the reader does not declare is refused in one line listing its parts, before a
@@ -18,13 +19,9 @@ from typing import Any
 from torch import nn
 
 from attnlab.errors import UserError
+from attnlab.models.parts import part_parameters, reader_parts
 
 log = logging.getLogger("attnlab.train")
-
-
-def reader_parts(reader: type | nn.Module) -> dict[str, tuple[str, ...]]:
-    """A reader class's (or reader's) declared parts."""
-    return dict(getattr(reader, "PARTS", {}) or {})
 
 
 def check_freeze(names: Any, reader: type | nn.Module, reader_name: str) -> list[str]:
@@ -48,18 +45,6 @@ def check_freeze(names: Any, reader: type | nn.Module, reader_name: str) -> list
     return kept
 
 
-def part_parameters(model: nn.Module, part: str) -> dict[str, nn.Parameter]:
-    """The parameters of one declared part, by their names in the model's state."""
-    out: dict[str, nn.Parameter] = {}
-    for attr in reader_parts(model)[part]:
-        value = getattr(model, attr, None)
-        if isinstance(value, nn.Parameter):
-            out[attr] = value
-        elif isinstance(value, nn.Module):
-            out.update({f"{attr}.{k}": p for k, p in value.named_parameters()})
-    return out
-
-
 def freeze(model: nn.Module, names: list[str]) -> list[str]:
     """Freeze the named parts of ``model`` (checked names); the frozen parameters' names."""
     frozen: list[str] = []
@@ -72,8 +57,11 @@ def freeze(model: nn.Module, names: list[str]) -> list[str]:
         total = sum(p.numel() for p in model.parameters())
         log.info(
             "frozen: %s (%d of %d parameters; %d tensors), not given to the optimiser",
-            ", ".join(names), count, total, len(frozen),
-        )  # fmt: skip
+            ", ".join(names),
+            count,
+            total,
+            len(frozen),
+        )
     return frozen
 
 
@@ -91,8 +79,10 @@ def warn_unloaded(frozen: list[str], started_from: dict[str, Any] | None) -> Non
     if fresh:
         log.warning(
             "train.freeze keeps %d tensor(s) that init_from could not load at their random "
-            "initialisation for the whole run: %s", len(fresh), ", ".join(fresh),
-        )  # fmt: skip
+            "initialisation for the whole run: %s",
+            len(fresh),
+            ", ".join(fresh),
+        )
 
 
 def warn_random(names: list[str], init_from: Any) -> None:

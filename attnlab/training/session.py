@@ -17,8 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from attnlab.config import OBJECTIVES
 from attnlab.errors import UserError, one_line
 from attnlab.io import remove_orphans, write_text
+from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.resume import continue_command, resume_command
-from attnlab.runs.rundir import RunDir, RunFileError, RunStatus
+from attnlab.runs.rundir import RunDir, RunStatus
 from attnlab.runtime import Interrupted, sigterm_as_interrupt
 from attnlab.training.prepare import check_training, training_threads
 from attnlab.training.trainer import Trainer
@@ -72,8 +73,11 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             _refused_or_stopped(run, err, fresh)
             raise
         if _is_finished(run, trainer):  # asked again: the run stays exactly as it was
-            log.warning("nothing to train: %s %s; it is left as it was (%s trains on)",
-                        run.path, *_why_finished(trainer))  # fmt: skip
+            log.warning(
+                "nothing to train: %s %s; it is left as it was (%s trains on)",
+                run.path,
+                *_why_finished(trainer),
+            )
             _leave_as_it_was(run, lock.path, was_there)
             remove_orphans(run.checkpoints)  # a killed writer's leftovers are not the record
             return run.read_metrics().__dict__
@@ -120,9 +124,12 @@ def _say_if_still_improving(run: RunDir, trainer: Trainer) -> None:
     command = continue_command(run.path, f"train.steps={more}")
     log.warning(
         "still improving: the best validation (%s %.4f) is the last one, at step %d; it may "
-        "read better with more steps: %s", now.name, now.best, now.last_step,
+        "read better with more steps: %s",
+        now.name,
+        now.best,
+        now.last_step,
         command or f"train.steps={more} into the same run directory",
-    )  # fmt: skip
+    )
 
 
 def _refused_or_stopped(run: RunDir, err: BaseException, fresh: bool) -> None:
@@ -140,8 +147,20 @@ def _refused_or_stopped(run: RunDir, err: BaseException, fresh: bool) -> None:
 def _what_ended(err: BaseException) -> str:
     """What stopped a run, in the status reason: "Ctrl-C", "SIGTERM" or "SystemExit"."""
     if isinstance(err, Interrupted):  # SIGTERM (runtime.sigterm_as_interrupt)
-        return "SIGTERM"
+        return _sweep_stop_cause() or "SIGTERM"
     return "Ctrl-C" if isinstance(err, KeyboardInterrupt) else type(err).__name__
+
+
+def _sweep_stop_cause() -> str | None:
+    """In a local sweep's job (hydra/launcher=parallel), what stopped the sweep, as its main
+    process recorded it: a Ctrl-C reaches the job as SIGTERM from that process
+    (hydra_plugins.attnlab_parallel.launcher); None elsewhere."""
+    marker = os.environ.get("ATTNLAB_SWEEP_STOP")
+    try:
+        cause = Path(marker).read_text().strip() if marker else ""
+    except OSError:
+        return None
+    return cause if cause in ("Ctrl-C", "SIGTERM") else None
 
 
 def _job_logs(run: RunDir) -> list[Path]:

@@ -21,8 +21,10 @@ import torch
 from omegaconf import DictConfig
 
 from attnlab import runtime
-from attnlab.config import lengths_label, plain_config, seen_lengths
-from attnlab.data.strips import StripSynth, TrainStream, fixed_set, set_seed
+from attnlab.config import lengths_label, seen_lengths
+from attnlab.config.experiment import patience_measure
+from attnlab.data.strips import StripSynth
+from attnlab.data.training_data import training_data
 from attnlab.errors import UserError
 from attnlab.io import remove_orphans
 from attnlab.models import registry
@@ -33,10 +35,11 @@ from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_device
 from attnlab.threads import FixedThreads, ThreadGovernor
+from attnlab.training import state
 from attnlab.training.freeze import check_freeze, freeze, warn_random, warn_unloaded
 from attnlab.training.optim import optimiser
 from attnlab.training.prepare import check_training, training_threads
-from attnlab.training.state import Best, StepTimer, resumable
+from attnlab.training.state import Best, StepTimer
 from attnlab.training.validation import (
     log_validation,
     patience_spent,
@@ -83,11 +86,12 @@ class Trainer:
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
         self._build_reader()
-        self.split: dict[str, Any] | None = None  # data=folder: what the run holds out
         self.started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
-        self._build_data(stream)
+        data = training_data(cfg, self.model, self.seen, self.synth, stream)  # attnlab.data
+        self.stream, self.val_sets = data.stream, data.val_sets
+        self.split = data.split  # data=folder: what the run holds out; else None
         self.step = 0
-        self.best = Best()
+        self.best = Best(measure=patience_measure(cfg.train.objective))  # what chooses best.pt
         self.history: list[dict[str, Any]] = []
         self.last_val: dict[str, Any] = {}
         self.train_seconds = 0.0  # training time (steps, validations, saves), over every restart
@@ -119,77 +123,15 @@ class Trainer:
         warn_random(names, cfg.get("init_from"))
         self.opt, self.sched = optimiser(self.model, cfg.optim, t.steps)
 
-    def _build_data(self, stream: Any) -> None:
-        """The validation sets and the training stream (``stream`` when one is given)."""
-        cfg = self.cfg
-        if cfg.data.source == "folder":  # labelled strips: attnlab.data.source_train
-            from attnlab.data.source_train import folder_data
-
-            got = folder_data(
-                cfg, self.model, self.seen, set_seed(cfg.seed, "train", 0), self.synth
-            )
-            self.stream, self.val_sets, self.split = got.stream, got.val_sets, got.record
-        else:
-            self.val_sets = {
-                n: fixed_set(self.synth, "val", n, cfg.data.val_per_length) for n in self.seen
-            }
-        if stream is not None:
-            self.stream = stream
-        elif cfg.data.source != "folder":
-            self.stream = TrainStream(
-                self.synth,
-                self.seen,
-                cfg.train.batch_size,
-                set_seed(cfg.seed, "train", 0),
-                by_length=cfg.data.batch_by_length,
-            )
-
     # -- checkpoints ---------------------------------------------------------------------------
 
     def checkpoint(self) -> Checkpoint:
-        return Checkpoint(
-            reader=self.model.name,
-            model=self.model.state_dict(),
-            optimizer=self.opt.state_dict(),
-            scheduler=self.sched.state_dict(),
-            step=self.step,
-            rng={"torch": torch.get_rng_state(), "stream": self.stream.state()},
-            config=plain_config(self.cfg),
-            hydra_files=self.run_dir.hydra_files(),  # written by the session, under its lock
-            history=self.history,
-            best={"step": self.best.step, "exact_acc": self.best.exact_acc},
-            best_metrics=self.best.metrics,
-            val=self.last_val,
-            params=self.params,
-            timing={"train_seconds": self.train_seconds, "steps": self.trained_steps},
-            data_split=self.split,
-            init_from=self.started_from,
-            drawn_by=self.drawn_by,
-        )
+        """All that resuming needs, as of now (``attnlab.training.state``)."""
+        return state.checkpoint_of(self)
 
     def resume(self) -> bool:
         """Load last.pt when there is one; refuse a command that would compute another run."""
-        last = self.run_dir.checkpoint("last")
-        ckpt = resumable(last, self.cfg, self.split)
-        if ckpt is None:
-            return False
-        ckpt.load_into(self.model, last)
-        self.opt.load_state_dict(ckpt.optimizer)
-        self.sched.load_state_dict(ckpt.scheduler)
-        self.step = int(ckpt.step)
-        torch.set_rng_state(ckpt.rng["torch"])
-        self.stream.load_state(ckpt.rng["stream"])
-        self.history = list(ckpt.history)
-        self.best = Best.of(ckpt)
-        self.last_val = ckpt.val
-        self.started_from = ckpt.init_from
-        if moved := drawn.changes(ckpt.drawn_by, self.drawn_by):
-            log.warning("resumed with other packages than it started with: %s", "; ".join(moved))
-        self.drawn_by = ckpt.drawn_by or self.drawn_by
-        self.train_seconds = float(ckpt.timing.get("train_seconds", 0.0))
-        self.trained_steps = int(ckpt.timing.get("steps", 0))
-        log.info("resumed from %s at step %d", last, self.step)
-        return True
+        return state.resume(self)
 
     def save(self, name: str) -> None:
         self.checkpoint().save(self.run_dir.checkpoint(name))
@@ -252,8 +194,9 @@ class Trainer:
 
     def validate(self) -> dict[str, Any]:
         """Read every validation set; log, and write to TensorBoard, what it read."""
-        val, shown = validate(self.model, self.val_sets, self.device, self.autocast,
-                              self.cfg.train.examples_shown)  # fmt: skip
+        val, shown = validate(
+            self.model, self.val_sets, self.device, self.autocast, self.cfg.train.examples_shown
+        )
         log_validation(self.step, val, shown)
         if self.writer is None:
             return val
@@ -261,8 +204,9 @@ class Trainer:
         if self.cfg.train.maps_logged:  # a few attention maps, when the reader has weights
             top = self.val_sets[max(self.val_sets)]
             kept = top.select(list(range(min(self.cfg.train.maps_logged, len(top)))))
-            write_attention_images(self.writer, self.step, self.model, kept, self.device,
-                                   self.autocast)  # fmt: skip
+            write_attention_images(
+                self.writer, self.step, self.model, kept, self.device, self.autocast
+            )
         return val
 
     def checkpoint_now(self, started: float) -> None:
@@ -300,16 +244,22 @@ class Trainer:
         self.writer = SummaryWriter(str(self.run_dir.tb), purge_step=self.step or None)
         log.info(
             "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",
-            self.model.name, self.params, lengths_label(self.seen), self.device, t.steps,
+            self.model.name,
+            self.params,
+            lengths_label(self.seen),
+            self.device,
+            t.steps,
             t.batch_size * t.accumulate,
             f" (resumed at step {self.step})" if self.resumed else "",
-        )  # fmt: skip
+        )
         if self.resumed and self.step >= t.steps:
             log.warning(
                 "train.steps=%d is not above the %d steps this run has done: nothing to train; "
-                "it ends at step %d (a larger train.steps trains on)", t.steps, self.step,
+                "it ends at step %d (a larger train.steps trains on)",
+                t.steps,
                 self.step,
-            )  # fmt: skip
+                self.step,
+            )
 
     def loop(self, progress: Progress, stop: Any, on_step: Callable | None) -> None:
         """The steps, each with its logging, validation and checkpoint; a stop asked for
@@ -328,8 +278,8 @@ class Trainer:
                 self.log_step(loss, progress.rich, start_time, start_step)
             if self.step % t.val_every == 0 or self.step == t.steps:
                 self.validate_and_record()
-                if self.last_val["exact_acc"] > self.best.exact_acc:
-                    self.best = Best(self.step, self.last_val["exact_acc"], self.last_val)
+                if self.best.beaten_by(self.last_val):  # on train.objective's measure
+                    self.best = self.best.after(self.step, self.last_val)
                     self.save("best")
                 ends = patience_spent(self.history, t) is not None  # train.patience ran out
             saved = self.step % t.checkpoint_every == 0 or self.step == t.steps or ends
@@ -352,8 +302,12 @@ class Trainer:
             rate = done / max(1e-9, time.time() - start_time)
             log.info(
                 "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
-                self.step, t.steps, loss, lr, rate,
-            )  # fmt: skip
+                self.step,
+                t.steps,
+                loss,
+                lr,
+                rate,
+            )
 
     def validate_and_record(self) -> None:
         """Validate now; the result is ``last_val`` and goes into the history."""
@@ -372,11 +326,7 @@ class Trainer:
             strips_per_s=round(strips / max(self.train_seconds, 1e-9), 1),
             seen_lengths=self.seen,
             val=self.last_val,
-            best={
-                "step": self.best.step,
-                "exact_acc": self.best.exact_acc,
-                "cer": self.best.metrics.get("cer"),
-            },
+            best=self.best.record(),
             threads=self.threads.counts,
             device=device_label(self.device),
             stopped_early=stopped_early(self.history, t, self.step),
@@ -386,10 +336,15 @@ class Trainer:
         self.run_dir.write_history(self.history)
         self.writer.close()
         log.info(
-            "done: step %d, validation exact %.2f%% CER %.2f%%, best exact %.2f%% at step %d; %s",
-            self.step, 100 * self.last_val["exact_acc"], 100 * self.last_val["cer"],
-            100 * self.best.exact_acc, self.best.step, self.run_dir.path,
-        )  # fmt: skip
+            "done: step %d, validation exact %.2f%% CER %.2f%%, best %s %.4f at step %d; %s",
+            self.step,
+            100 * self.last_val["exact_acc"],
+            100 * self.last_val["cer"],
+            self.best.measure,
+            self.best.value or 0.0,
+            self.best.step,
+            self.run_dir.path,
+        )
         return metrics.__dict__
 
 

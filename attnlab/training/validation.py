@@ -44,8 +44,12 @@ def log_validation(step: int, val: dict[str, Any], shown: Shown) -> None:
     worst = min(by_length.items(), key=lambda kv: kv[1]["exact_acc"])
     log.info(
         "step %d validation: exact %.2f%%  CER %.2f%%  (worst: length %s at %.1f%%)",
-        step, 100 * val["exact_acc"], 100 * val["cer"], worst[0], 100 * worst[1]["exact_acc"],
-    )  # fmt: skip
+        step,
+        100 * val["exact_acc"],
+        100 * val["cer"],
+        worst[0],
+        100 * worst[1]["exact_acc"],
+    )
     log.info("  truth | reading | confidence")
     for truth, reading, conf in shown:
         mark = "" if truth == reading else "   <- wrong"
@@ -88,6 +92,9 @@ class Standing:
     best: float | None
     last_step: int | None  # the step of the last validation
     validations: int
+    # whether the best is strictly better than the start (the validation at step 0; True
+    # when the history has none): until then no validation counts as "no improvement"
+    improved: bool = True
 
 
 def standing(
@@ -99,25 +106,31 @@ def standing(
     ``untrained`` (is the last validation better than every one before it?)."""
     name, column, higher = watched(objective)
     first = 0 if untrained else 1
-    rows = [(int(r["step"]), float(r[column])) for r in history if column in r]
-    rows = [(step, value) for step, value in rows if step >= first]
+    every = [(int(r["step"]), float(r[column])) for r in history if column in r]
+    start = next((value for step, value in every if step == 0), None)
+    rows = [(step, value) for step, value in every if step >= first]
     best_i = None
     for i, (_, value) in enumerate(rows):
         if best_i is None or (value > rows[best_i][1] if higher else value < rows[best_i][1]):
             best_i = i
     if best_i is None:
         return Standing(name, 0, None, None, None, 0)
-    return Standing(name, len(rows) - 1 - best_i, rows[best_i][0], rows[best_i][1],
-                    rows[-1][0], len(rows))  # fmt: skip
+    best = rows[best_i][1]
+    improved = start is None or (best > start if higher else best < start)
+    return Standing(
+        name, len(rows) - 1 - best_i, rows[best_i][0], best, rows[-1][0], len(rows), improved
+    )
 
 
 def patience_spent(history: list[dict[str, Any]], train: Any) -> Standing | None:
     """The history's standing when ``train.patience`` (K > 0) validations have passed
-    without a better watched measure: the run ends there. None: it trains on."""
+    without a better watched measure: the run ends there. None: it trains on. Validations
+    before the first one better than the start (step 0) do not count: an untrained reader
+    that reads nothing yet (0% = 0%) has not stopped improving, it has not begun."""
     if not train.patience:
         return None
     now = standing(history, train.objective)
-    return now if now.since_best >= int(train.patience) else None
+    return now if now.improved and now.since_best >= int(train.patience) else None
 
 
 def stopped_early(history: list[dict[str, Any]], train: Any, step: int) -> dict[str, Any] | None:
@@ -128,8 +141,19 @@ def stopped_early(history: list[dict[str, Any]], train: Any, step: int) -> dict[
         return None
     log.info(
         "stopped early at step %d of %d: %d validations without a better %s (train.patience="
-        "%d); the best, %.4f, at step %d", step, train.steps, spent.since_best, spent.name,
-        train.patience, spent.best, spent.best_step,
-    )  # fmt: skip
-    return {"step": step, "patience": int(train.patience), "measure": spent.name,
-            "best_step": spent.best_step, "best": spent.best}  # fmt: skip
+        "%d); the best, %.4f, at step %d",
+        step,
+        train.steps,
+        spent.since_best,
+        spent.name,
+        train.patience,
+        spent.best,
+        spent.best_step,
+    )
+    return {
+        "step": step,
+        "patience": int(train.patience),
+        "measure": spent.name,
+        "best_step": spent.best_step,
+        "best": spent.best,
+    }

@@ -2,10 +2,14 @@
 
 ``hydra/launcher=parallel`` (``conf/hydra/launcher/parallel.yaml``, the default of
 ``attnlab sweep lengths``) selects it. Launching is the plugin's own (loky worker processes);
-the one difference is what SIGTERM to the sweep's own process does. Ctrl-C in a terminal
-reaches the whole process group, workers included, but ``kill PID`` or a scheduler's signal
-to the sweep reaches only its main process: by default that process dies at once and the
-workers go on training, orphaned. Here the main process passes SIGTERM on to every worker
+the one difference is what SIGTERM or Ctrl-C to the sweep does. ``kill PID`` or a
+scheduler's signal to the sweep reaches only its main process: by default that process dies
+at once and the workers go on training, orphaned. Ctrl-C in a terminal reaches the whole
+process group: by default each worker holds it until its step is whole, but the main process
+gets KeyboardInterrupt at once, and joblib kills the workers before they save (a job 450
+steps in left no last.pt and ``status.json`` "running"). So while a sweep runs, a job ignores
+Ctrl-C itself (``MarksBusy``), and the main process treats SIGINT as it treats SIGTERM: it
+passes SIGTERM on to every worker
 that runs a job (``MarksBusy``: an idle worker would die of it and break the pool), whose job
 records itself as interrupted (``attnlab.runtime.sigterm_as_interrupt``) and
 returns that error; the main process waits until no job holds its run directory, then joblib
@@ -90,29 +94,50 @@ class MarksBusy:
             raise Interrupted()
         mark = folder / f"busy-{os.getpid()}"
         mark.touch()
+        # The terminal's Ctrl-C reaches this worker too: the sweep's main process passes it
+        # on (as SIGTERM, once, so the job stops after a whole step: a second signal would
+        # stop it at once); the stop's cause is the marker's text (STOP_CAUSE).
+        ctrl_c = _ignore_sigint()
+        os.environ[STOP_CAUSE] = str(folder / STOP)
         try:
             return self.task_function(cfg)
         finally:
             mark.unlink(missing_ok=True)
+            os.environ.pop(STOP_CAUSE, None)
+            if ctrl_c is not None:
+                signal.signal(signal.SIGINT, ctrl_c)
+
+
+def _ignore_sigint() -> Any:
+    """SIGINT ignored in this (main) thread; the handler it had, or None outside it."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# The variable that names, in a job, the marker a stopped sweep writes with what stopped it
+# ("Ctrl-C" or "SIGTERM"): the job's status says that (attnlab.training.session).
+STOP_CAUSE = "ATTNLAB_SWEEP_STOP"
 
 
 def forward_to_workers(
     signum: int, frame: object, busy: str | None = None, sweep_dir: str | None = None
 ) -> None:
-    """SIGTERM to the sweep: the same signal to each worker process that runs a job (all of
-    them without ``busy``, the markers' folder); the sweep then ends when their jobs have
+    """SIGTERM or SIGINT (Ctrl-C) to the sweep: SIGTERM to each worker process that runs a
+    job (all of them without ``busy``, the markers' folder; the STOP marker there says which
+    signal came); the sweep then ends when their jobs have
     returned (joblib raises the first one's interruption). Before it lets joblib go on, it
     waits until no job holds its run directory: once the first interruption reaches joblib
     it kills every worker, and on a busy machine a job still finishing its step would die
     before saving last.pt and writing "interrupted"."""
     running = None
     if busy is not None:
-        Path(busy, STOP).touch()
+        Path(busy, STOP).write_text("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
         running = {int(m.name.split("-")[1]) for m in Path(busy).glob("busy-*")}
     for worker in multiprocessing.active_children():
         if worker.pid is not None and (running is None or worker.pid in running):
             try:
-                os.kill(worker.pid, signum)
+                os.kill(worker.pid, signal.SIGTERM)  # a job ignores SIGINT (MarksBusy)
             except ProcessLookupError:  # ended in between
                 pass
     if sweep_dir is not None:
@@ -181,9 +206,10 @@ class ParallelLauncher(JoblibLauncher):
         with tempfile.TemporaryDirectory(prefix="attnlab_busy_") as busy:
             self.task_function = MarksBusy(task_function, busy)
             forward = functools.partial(forward_to_workers, busy=busy, sweep_dir=sweep_dir)
-            previous = signal.signal(signal.SIGTERM, forward)
+            previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
             try:
                 return super().launch(job_overrides, initial_job_idx)
             finally:
-                signal.signal(signal.SIGTERM, previous)
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
                 self.task_function = task_function

@@ -6,9 +6,11 @@ followed by its ``--hash=`` lines and its ``# via`` comment lines, all indented.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomllib
 from packaging.requirements import Requirement
@@ -79,17 +81,52 @@ def torch_pin(makefile: str) -> str:
     return m[1]
 
 
-def read_pins() -> dict[str, str]:
+def read_pins() -> dict[str, Any]:
     return tomllib.loads(PINS.read_text(encoding="utf-8"))
 
 
-def write_pin(key: str, value: str) -> None:
-    """Set ``key = "value"`` in lock-pins.toml, its comments kept (ATTNLAB_UPDATE_PINS=1)."""
+def write_pin(key: str, value: Any) -> None:
+    """Set ``key`` in lock-pins.toml (a text, a number or a table of them), its comment
+    header and every other value kept (ATTNLAB_UPDATE_PINS=1)."""
     text = PINS.read_text(encoding="utf-8")
-    line = f'{key} = "{value}"'
-    pattern = re.compile(rf"^{re.escape(key)} = .*$", re.M)
-    text = pattern.sub(line, text) if pattern.search(text) else text.rstrip("\n") + f"\n{line}\n"
-    PINS.write_text(text, encoding="utf-8")
+    header = []
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            break
+        header.append(line)
+    pins = {**tomllib.loads(text), key: value}
+    body = _pairs(pins)
+    for name, table in pins.items():
+        if isinstance(table, dict):
+            body += ["", f"[{name}]", *_pairs(table)]
+            for sub, inner in table.items():
+                if isinstance(inner, dict):
+                    body += ["", f"[{name}.{sub}]", *_pairs(inner, inline=True)]
+    PINS.write_text("\n".join([*header, *body]) + "\n", encoding="utf-8")
+
+
+def _pairs(table: dict[str, Any], inline: bool = False) -> list[str]:
+    """``key = value`` lines of a table's plain values (its tables too when ``inline``)."""
+    return [
+        f"{_key(k)} = {_toml(v)}" for k, v in table.items() if inline or not isinstance(v, dict)
+    ]
+
+
+def _toml(value: Any) -> str:
+    """A value as TOML writes it: texts quoted, numbers as Python's repr, tables inline."""
+    if value is None:
+        return '""'
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
 
 
 def disagreements(pyproject: dict, lock_text: str) -> list[str]:
@@ -116,19 +153,16 @@ def disagreements(pyproject: dict, lock_text: str) -> list[str]:
     return out
 
 
-def run_digest(run: Path) -> str:
-    """What a finished training run computed, hashed: its last weights (every tensor's
-    bytes, by name) and its validation numbers (metrics.json val and best)."""
-    import hashlib
-    import json
+# What a user compares of a tiny training: metrics.json's validation numbers at its end and
+# at its best step (exact-string accuracy and CER over the validation strips).
+NUMBERS = ("val.exact_acc", "val.cer", "best.exact_acc", "best.cer")
 
-    import torch
 
-    h = hashlib.sha256()
-    model = torch.load(run / "checkpoints" / "last.pt", weights_only=True)["model"]
-    for name in sorted(model):
-        h.update(name.encode())
-        h.update(model[name].detach().cpu().contiguous().numpy().tobytes())
+def run_numbers(run: Path) -> tuple[dict[str, float], dict[str, Any]]:
+    """A finished training run's validation numbers (``NUMBERS``) and its ``drawn_by``."""
     metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    h.update(json.dumps([metrics["val"], metrics["best"]], sort_keys=True).encode())
-    return h.hexdigest()[:16]
+    numbers = {}
+    for name in NUMBERS:
+        part, key = name.split(".")
+        numbers[name.replace(".", "_")] = float(metrics[part][key])
+    return numbers, metrics["drawn_by"]

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from attnlab.runs.rundir import STRIP_PRINTS, EvalMeta, RunDir, RunStatus, TrainMetrics
+from attnlab.runs.evaldir import STRIP_PRINTS, EvalMeta
+from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 
 EVAL_HEADER = (
     "length,split,n,exact_acc,exact_lo,exact_hi,cer,cer_lo,cer_hi,sub,ins,del,ref_chars,"

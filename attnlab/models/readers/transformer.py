@@ -135,21 +135,36 @@ class TransformerReader(StepwiseReader):
         rel = (cfg.rel_buckets, cfg.rel_max_distance)
         enc_pos = Positions(
             (cfg.enc_pos or cfg.pos) if transformer_columns else Pos.none,
-            d, cfg.heads, cfg.max_len, *rel, bidirectional=True,
+            d,
+            cfg.heads,
+            cfg.max_len,
+            *rel,
+            bidirectional=True,
             key="model.enc_pos" if cfg.enc_pos else "model.pos",
-        )  # fmt: skip
+        )
         dec_pos = Positions(
-            cfg.dec_pos or cfg.pos, d, cfg.heads, cfg.max_len, *rel, bidirectional=False,
+            cfg.dec_pos or cfg.pos,
+            d,
+            cfg.heads,
+            cfg.max_len,
+            *rel,
+            bidirectional=False,
             key="model.dec_pos" if cfg.dec_pos else "model.pos",
-        )  # fmt: skip
+        )
         enc_layers = cfg.enc_layers if transformer_columns else 0  # BiGRU: final LayerNorm only
         self.column_encoder = Encoder(
             d, cfg.heads, enc_layers, cfg.mlp_hidden, cfg.dropout, enc_pos
         )
         self.decoder = Decoder(
-            d, cfg.heads, cfg.dec_layers, cfg.mlp_hidden, cfg.dropout, dec_pos,
-            cfg.attn_layer, cfg.attn_head,
-        )  # fmt: skip
+            d,
+            cfg.heads,
+            cfg.dec_layers,
+            cfg.mlp_hidden,
+            cfg.dropout,
+            dec_pos,
+            cfg.attn_layer,
+            cfg.attn_head,
+        )
         self.cache = cfg.cache
 
     def flop_terms(self, columns, steps):

@@ -4,7 +4,9 @@ the closed form beside them), time per strip and the peak memory of a training s
 growth table (cost(2L) / cost(L) against the chapter's "doubles / quadruples"); and the
 footprint table (one batch against accumulated micro-batches, float32 against bf16).
 
-Counting: ``attnlab.bench.cost_count``; timing and memory: ``attnlab.bench.cost_time``.
+Here: a row's counts (``flop_row``), the growth table and the strips measured. Counting:
+``cost_count``; timing and memory: ``cost_time``; the parameter-matched control:
+``cost_match``; the command that measures and writes it all: attnlab.tasks.cost_run.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from attnlab.bench import cost_count, cost_time
+from attnlab.evaluation import cost_count
 from attnlab.models import costs
 
 KINDS = tuple(costs.GROWTH)  # strip, column, step, pair
@@ -65,46 +67,15 @@ def train_batches(cfg: DictConfig, length: int, batch: int, accumulate: int) -> 
     ``length`` digits (drawn once: the same strips however they are split)."""
     strips = cost_count.strips(cfg, length, batch)
     size = batch // accumulate
-    return [_rows(strips, i * size, size) for i in range(accumulate)]
+    return [strip_slice(strips, i * size, size) for i in range(accumulate)]
 
 
-def _rows(strips: Any, start: int, n: int) -> Any:
+def strip_slice(strips: Any, start: int, n: int) -> Any:
     from attnlab.data.strips import StripBatch
 
     sl = slice(start, start + n)
     w = strips.widths[sl]
     return StripBatch(strips.images[sl, :, : int(w.max())], w, strips.labels[sl], strips.spans[sl])
-
-
-def measure(cfg: DictConfig, c: Any, device: torch.device) -> list[dict[str, Any]]:
-    """One row per length of ``c.lengths`` for the reader of ``cfg`` (``c``: the cost
-    section)."""
-    from attnlab.training.optim import optimiser
-
-    model = build(cfg, device)
-    params = cost_count.params_by_part(model)
-    opt, _ = optimiser(model, cfg.optim, cfg.train.steps)
-    t = cfg.train
-    bf16 = bool(t.bf16) if t.bf16 is not None else device.type == "cuda"
-    rows = []
-    for length in c.lengths:
-        row: dict[str, Any] = {"reader": model.name, "length": int(length)}
-        row.update({f"params_{p}": v for p, v in params.items()})
-        row["params"] = sum(params.values())
-        strips = cost_count.strips(cfg, int(length), max(c.strips, max(c.read_batches)))
-        row.update(flop_row(model, cost_count.count_strips(model, _rows(strips, 0, c.strips))))
-        row["flop_source"] = cost_count.FLOP_SOURCE.get(device.type, "FlopCounterMode")
-        for size in c.read_batches:
-            s = cost_time.read_seconds(model, strips, int(size), device, c.repeats)
-            row[f"read_b{size}_ms"] = 1000 * s
-        if c.train:
-            micro = train_batches(cfg, int(length), t.batch_size * t.accumulate, t.accumulate)
-            step = cost_time.measure_step(model, opt, micro, device, bf16, c.repeats)
-            row["train_ms"] = 1000 * step.pop("train_s_per_strip")
-            row.update(step)
-        row.update({"device": str(device), "threads": torch.get_num_threads()})
-        rows.append(row)
-    return rows
 
 
 def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,40 +107,3 @@ def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-FOOTPRINT = (  # (label, accumulate, bf16): the same effective batch each
-    ("one batch, float32", 1, False),
-    ("micro-batches (accumulate), float32", 4, False),
-    ("one batch, bf16 autocast", 1, True),
-)
-
-
-def footprint(cfg: DictConfig, c: Any, device: torch.device, length: int) -> list[dict[str, Any]]:
-    """Step time and peak memory of one training step of ``c.footprint_batch`` strips of
-    ``length`` digits: in one batch, as 4 accumulated micro-batches, and under bf16."""
-    from attnlab.training.optim import optimiser
-
-    rows = []
-    for label, acc, bf16 in FOOTPRINT:
-        model = build(cfg, device)
-        opt, _ = optimiser(model, cfg.optim, cfg.train.steps)
-        micro = train_batches(cfg, length, c.footprint_batch, acc)
-        step = cost_time.measure_step(model, opt, micro, device, bf16, c.repeats)
-        rows.append(
-            {
-                "reader": model.name,
-                "length": length,
-                "setting": label,
-                "batch": c.footprint_batch,
-                "micro_batch": c.footprint_batch // acc,
-                "accumulate": acc,
-                "bf16": bf16,
-                "step_ms": 1000 * step["train_s_per_strip"] * step["train_strips"],
-                "mem_peak_mib": step.get("mem_peak_mib"),
-                "mem_reserved_mib": step.get("mem_reserved_mib"),
-                "mem_kind": step.get("mem_kind"),
-                "device": str(device),
-            }
-        )
-    return rows

@@ -1,18 +1,16 @@
-"""``attnlab cost``'s work: which configs are measured (a run's, or one per reader of
-``cost.readers``), then ``cost.csv``, ``growth.csv``, ``footprint.csv``, ``cost.md`` and
-the plots, each file written whole (attnlab.io). The report reads ``cost.csv`` as it reads
-any other table (attnlab.report.cost)."""
+"""The files of a cost folder (``attnlab cost``: ``cost/``, ``RUN/cost/`` or ``cost.out``):
+their names, ``cost.md`` (the cost by length, the growth against the chapter, the
+footprint), the plots, and the lab's step 8 table read back from them. Each file is written
+whole (attnlab.io); the report reads ``cost.csv`` as it reads any other table
+(attnlab.report.cost)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
-from attnlab.errors import UserError
-
+COST_DIR = "cost"  # attnlab cost RUN writes RUN/cost/
 COST_CSV, GROWTH_CSV, FOOTPRINT_CSV, COST_MD = (
     "cost.csv",
     "growth.csv",
@@ -20,97 +18,6 @@ COST_CSV, GROWTH_CSV, FOOTPRINT_CSV, COST_MD = (
     "cost.md",
 )
 PLOTS = ("cost_flops.png", "cost_time.png")
-
-
-def run_config(run: str) -> DictConfig:
-    """The composed config a run trained with (its ``.hydra/config.yaml``), typed."""
-    from attnlab.models import registry
-    from attnlab.runs.rundir import RunDir
-
-    rd = RunDir(run)
-    if not rd.config.is_file():
-        raise UserError(f"run={run}: no run here ({rd.config} is missing)")
-    cfg = OmegaConf.load(rd.config)
-    cfg.model = registry.config_node(str(cfg.model.name), cfg.model)
-    return cfg
-
-
-def configs(cfg: DictConfig, overrides: list[str]) -> list[DictConfig]:
-    """The training configs measured: a run's own, or for each of ``cost.readers`` the
-    command's config with ``model=NAME`` (the rest of its overrides kept)."""
-    from attnlab.config import check_experiment
-    from attnlab.models import registry
-    from attnlab.tasks.compose import compose
-
-    if cfg.run is not None:
-        if cfg.cost.readers:
-            raise UserError("cost.readers: give readers or a run, not both")
-        got = [run_config(str(cfg.run))]
-    elif not cfg.cost.readers:
-        got = [cfg]
-    else:
-        names = registry.names()
-        for name in cfg.cost.readers:
-            if name not in names:
-                raise UserError(f"cost.readers: no reader {name!r}; registered: {', '.join(names)}")
-        rest = [o for o in overrides if not o.lstrip("+~").startswith(("model=", "cost.readers="))]
-        got = [compose([f"model={n}", *rest], config_name="cost") for n in cfg.cost.readers]
-    for c in got:
-        check_experiment(c)
-    return got
-
-
-def out_dir(cfg: DictConfig) -> Path:
-    if cfg.cost.out is not None:
-        return Path(str(cfg.cost.out))
-    return Path(str(cfg.run)) / "cost" if cfg.run is not None else Path("cost")
-
-
-def run(cfg: DictConfig, overrides: list[str]) -> Path:
-    """Measure every config, write the files into the output folder; return it."""
-    from attnlab.bench import cost
-    from attnlab.config import seen_lengths
-    from attnlab.config.cost import CostConfig
-    from attnlab.models import registry
-    from attnlab.runtime import resolve_device
-
-    c = cfg.cost
-    CostConfig.check(c)
-    if c.match is not None and c.match not in registry.names():
-        raise UserError(f"cost.match: no reader {c.match!r}; registered: {registry.names()}")
-    device = resolve_device(str(cfg.train.device))
-    rows, foot = [], []
-    measured = configs(cfg, overrides)
-    for one in measured:
-        print(f"cost: {one.model.name} at lengths {list(c.lengths)} on {device}", flush=True)
-        rows += cost.measure(one, c, device)
-        if c.footprint_batch:
-            length = c.footprint_length or max(seen_lengths(one.data))
-            foot += cost.footprint(one, c, device, int(length))
-    notes = [matched(one, overrides, c) for one in measured] if c.match else []
-    out = out_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    write(out, rows, cost.growth(rows), foot, notes)
-    print(markdown(rows, cost.growth(rows), foot, notes))
-    print(f"cost: {out / COST_CSV} (and {COST_MD}, {GROWTH_CSV}, plots)")
-    return out
-
-
-def matched(cfg: DictConfig, overrides: list[str], c: Any) -> str:
-    """The parameter-matched control of ``cfg``'s reader against reader ``c.match``, as
-    the override that gives it (cost_count.matched_width)."""
-    from attnlab.bench.cost_count import matched_width
-    from attnlab.models import registry
-    from attnlab.tasks.compose import compose
-
-    rest = [o for o in overrides if not o.lstrip("+~").startswith(("model", "cost."))]
-    target = compose([f"model={c.match}", *rest], config_name="cost")
-    want = registry.check_size(target.model, target.data.height, target.data.charset)
-    n, got = matched_width(cfg, want, str(c.match_key))
-    return (
-        f"parameter-matched control: model={cfg.model.name} {c.match_key}={n} has {got:,} "
-        f"parameters, {c.match} {want:,} ({100 * (got - want) / want:+.2f}%)"
-    )
 
 
 def write(
@@ -204,11 +111,6 @@ def plots(out: Path, frame: pd.DataFrame) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     write_figure(out / PLOTS[1], fig)
-
-
-def read_cost(path: Path) -> pd.DataFrame | None:
-    """A cost.csv as written here (None when absent), readers' names as text."""
-    return pd.read_csv(path, dtype={"reader": str}) if path.is_file() else None
 
 
 def lab_table(cost_csv: Path, growth_csv: Path, lengths: tuple[int, ...] = (8, 16, 32)) -> str:

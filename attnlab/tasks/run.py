@@ -16,7 +16,8 @@ from typing import NoReturn
 
 from attnlab.errors import UserError, exit_with, one_line
 
-RUNNERS = ("cli.py", "taskrun.py")  # frames that run a task, not where its error arose
+RUNNERS = ("cli.py", "tasks/run.py")  # frames that run a task, not where its error arose
+PACKAGE = Path(__file__).parents[1]  # attnlab/
 SCHEMA_SUFFIX = "_schema"  # a reader's typed config in the ConfigStore (registry.register)
 
 
@@ -181,18 +182,19 @@ def _where(err: BaseException) -> str:
     """The innermost attnlab frame of a traceback, as ``module.py:line``."""
     import traceback
 
-    here = Path(__file__).parent
+    here = PACKAGE
     frames = [f for f in traceback.extract_tb(err.__traceback__) if _inside(f.filename, here)]
     return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "attnlab"
 
 
 def _inside(filename: str, here: Path) -> bool:
-    return Path(filename).is_relative_to(here) and Path(filename).name not in RUNNERS
+    path = Path(filename)
+    return path.is_relative_to(here) and path.relative_to(here).as_posix() not in RUNNERS
 
 
 def _raised_in_attnlab(err: BaseException) -> bool:
     """Whether an exception comes from inside a task (a bug) rather than from composition."""
     import traceback
 
-    here = Path(__file__).parent
+    here = PACKAGE
     return any(_inside(frame.filename, here) for frame in traceback.extract_tb(err.__traceback__))

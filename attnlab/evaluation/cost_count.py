@@ -13,8 +13,8 @@ On CUDA an ``nn.GRU`` runs as one cuDNN kernel (``aten._cudnn_rnn``), and on CPU
 ``F.scaled_dot_product_attention`` as one fused kernel, that torch's counter has no formula
 for (they would count 0): ``register_formulas`` registers them, the counts the same work
 decomposes into, so counts agree across devices (``FLOP_SOURCE`` says which).
-``variant_cost`` is the small pure function the report and the tuning study import: a
-config's parameters by part and forward MFLOP per strip at a stated length.
+``variant_cost`` is what the report sets beside a variant's scores: a config's parameters
+by part and forward MFLOP per strip at a stated length (cached per config).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ RNN_GATES = {0: 1, 1: 1, 2: 4, 3: 3}  # cuDNN's modes: RNN_RELU, RNN_TANH, LSTM,
 
 def params_by_part(model: nn.Module) -> dict[str, int]:
     """Trainable and frozen parameters of each declared part (``Reader.PARTS``), in order."""
-    from attnlab.training.freeze import part_parameters, reader_parts
+    from attnlab.models.parts import part_parameters, reader_parts
 
     return {
         part: sum(p.numel() for p in part_parameters(model, part).values())
@@ -101,7 +101,7 @@ def count_forward(model: nn.Module, images: torch.Tensor, widths: torch.Tensor, 
 def by_part(model: nn.Module, own: dict[str, int]) -> dict[str, int]:
     """Module FLOPs summed by declared part; what no part holds (the reader's own code) is
     ``other``."""
-    from attnlab.training.freeze import reader_parts
+    from attnlab.models.parts import reader_parts
 
     owner = {attr: part for part, attrs in reader_parts(model).items() for attr in attrs}
     out = dict.fromkeys([*reader_parts(model), "other"], 0)
@@ -247,25 +247,3 @@ def _variant_cost(key: str, length: int, n: int) -> tuple[tuple[str, float], ...
     out["params"] = float(sum(parts.values()))
     out["mflop"] = mflop
     return tuple(out.items())
-
-
-def matched_width(cfg: DictConfig, target: int, key: str = "model.dec_hidden") -> tuple[int, int]:
-    """The integer value of ``key`` (a width: more is more parameters) that brings the reader
-    of ``cfg`` closest to ``target`` parameters, and its count: the parameter-matched
-    control (e.g. the fixed-context reader widened to the attention reader's size). Counted
-    on PyTorch's meta device (shapes, no memory), by bisection."""
-    from attnlab.models import registry
-
-    def params(n: int) -> int:
-        model = cfg.model.copy()
-        OmegaConf.update(model, key.removeprefix("model."), n)
-        return registry.check_size(model, cfg.data.height, cfg.data.charset)
-
-    lo, hi = 1, 1
-    while params(hi) < target:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if params(mid) < target else (lo, mid)
-    best = min((lo, hi), key=lambda n: abs(params(n) - target))
-    return best, params(best)

@@ -1,0 +1,60 @@
+"""The bench's sections by name, as ``scripts/bench.py`` runs them: each runs its tested
+function of attnlab.bench with the command line's settings, prints its figures and returns
+them (for ``--json``)."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from attnlab.bench import common, contention, converge, folder, synth, train, typefaces
+from attnlab.bench import eval as evaluation
+
+SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder", "contention")
+
+
+def run_section(name: str, args: Namespace, device: str) -> dict:
+    """Run one section and print its figures."""
+    reader = args.reader or "attention"
+    if name == "synth":
+        r = synth.run(args.synth_seconds)
+        synth.show(r)
+    elif name == "train":
+        results = [
+            common.in_child(train.run, x, device, args.train_seconds, args.override)
+            for x in ([args.reader] if args.reader else common.registry_names())
+        ]
+        train.show(results, device)
+        r = {x["reader"]: x for x in results}
+    elif name == "eval":
+        r = evaluation.run(device, args.run, reader, args.override, args.eval_n, args.eval_full)
+        evaluation.show(r, device)
+    elif name == "contention":
+        readers = [args.reader] if args.reader else ["attention", "fixed"]
+        results = contention.run(
+            readers, device, args.train_seconds, args.override, args.burners_per_cpu, args.repeats
+        )
+        contention.show(results, device, args.override)
+        r = {x["reader"]: x for x in results}
+    elif name == "typefaces":
+        r = typefaces.main(["--model", reader])  # it prints its own table
+    elif name == "folder":
+        r = folder.run(reader, device, args.train_seconds, args.override, args.folder_n)
+        folder.show(r, device)
+    else:
+        say = lambda line: print(line, flush=True)  # noqa: E731
+        r = converge.run(
+            reader, device, args.override, args.max_seconds, args.val_every, args.threshold, say
+        )
+        converge.show(r, device)
+    return r
+
+
+def machine_line(info: dict, device: str) -> str:
+    """The machine the figures were measured on, and its load at the start."""
+    gpu = f" [{info['gpu']}, CUDA {info['cuda']}]" if "gpu" in info else ""
+    return (
+        f"machine: {info['host']}  nproc {info['nproc']} (usable {info['affinity']})  torch "
+        f"{info['torch']} ({info['torch_threads']} threads)  python {info['python']}  "
+        f"device {device}{gpu}\nload average at start: {info['load_avg']} (other work skews "
+        "the timings)"
+    )

@@ -1,0 +1,44 @@
+"""What a reader's weights were trained on, through every ``init_from`` that led to them.
+
+A run records the labelled strips it trained on (its ``data_split``: the image keys of its
+training strips and their groups, ``attnlab.data.source_train``). A run fine-tuned from
+another inherits what that one learned, and so on up the chain: C fine-tuned from B,
+fine-tuned from A, has read A's strips too. So a run started with ``init_from`` carries, in
+its ``init_from`` record (``trained_on``), the training records of its source and of every
+run before it. The checks that keep a trained strip out of a held-out set
+(``attnlab.training.finetune.check_leak``, ``attnlab eval RUN`` and ``attnlab eval RUN
+--folder``) read them all (``lineage``), never the last link alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# What a leak check needs of a run's record: its keys and groups (and, for a record of a
+# version without keys, its path and held-out ids)
+KEPT = ("path", "val_path", "held_out", "held_out_copies", "trained_keys", "trained_groups")
+
+
+def _trimmed(split: dict[str, Any], checkpoint: str) -> dict[str, Any]:
+    return {"checkpoint": checkpoint, **{k: split[k] for k in KEPT if k in split}}
+
+
+def carried(data_split: dict[str, Any] | None, init_from: dict[str, Any] | None, path: str):
+    """What a run started from the checkpoint at ``path`` (with this ``data_split`` and
+    ``init_from`` record) carries: its training record, then those of every run before it."""
+    own = [_trimmed(data_split, path)] if data_split else []
+    return own + list((init_from or {}).get("trained_on") or [])
+
+
+def lineage(data_split: dict[str, Any] | None, init_from: dict[str, Any] | None):
+    """Every training record behind a run's weights: its own first, then its ancestors'."""
+    return carried(data_split, init_from, "this run")
+
+
+def trained_keys(data_split: dict[str, Any] | None, init_from: dict[str, Any] | None):
+    """The image keys of every strip a run's weights were trained on, ancestors included;
+    None when no record of the chain has keys (synthetic strips, or an older version)."""
+    records = [r for r in lineage(data_split, init_from) if "trained_keys" in r]
+    if not records:
+        return None
+    return {k for r in records for k in r["trained_keys"] or []}

@@ -1,0 +1,216 @@
+"""What the deep conv encoders (``vgg``, ``resnet``) share: the field's recipe (CRNN, Shi et
+al. 2015; deep-text-recognition-benchmark's feature extractors) scaled for a CPU. Stages of
+3x3 convolutions with batch norm, each halving the height (and the width, while the stride
+asks for it), the remaining rows averaged into one, a linear layer per column to 2H, then the
+same BiGRU as the column encoder.
+
+Cost. Nothing runs at the strip's full resolution: the first stage's convolution is strided
+(2 rows, and 2 columns while the stride asks for it) and every later stage pools before its
+convolutions, so the wide convolutions run on the fewest positions, as the field's small
+CRNNs pool early. Batch norm in training mode is one affine map from two sums per channel
+(``MaskedBatchNorm2d``). Written the other way round (a full-resolution first stage, pools
+after the convolutions, batch norm as a chain of masked element-wise operations), the
+element-wise work alone took twice the convolutions' time and a CRNN step took 29 times a
+column-encoder CTC step on one thread.
+
+Padding. A strip's states must not depend on what it is batched with. Three things keep it:
+
+- every stage zeroes the columns past the strip's real width (``keep``, at that stage's
+  resolution) after each activation, so a 3x3 convolution at the strip's right edge sees
+  zeros there, exactly the zero padding it sees when the strip is alone;
+- the width pools (and the first convolution's column stride) are 2 wide and the real width
+  is a multiple of the stride, so a pool never mixes a real column with a padded one, and
+  the strided convolution's real columns see no padding but the zeros a lone strip has;
+- batch norm (``MaskedBatchNorm2d``) takes its training statistics over the real positions
+  only, and in eval mode is the fixed affine map of its running statistics, so padding moves
+  neither a strip's states (eval) nor the statistics training learns from (training).
+  Group norm was the alternative: it normalises each strip over its own positions, so it
+  would need the same mask in both modes, and it is not what the field's recipe uses.
+
+Every operation is also traceable as written (no Python integers taken from tensors when
+``traced``): the ONNX export uses the encoder itself, with the columns taken from the image's
+width instead of the widest strip's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from attnlab.models import costs
+
+
+def positions(row: torch.Tensor) -> torch.Tensor:
+    """0, 1, ... len(row) - 1 (int64) made from the row's values: an ``arange`` that a trace
+    keeps as long as the row (``torch.arange(x.shape[i])`` would become a constant)."""
+    return (row.isnan() | ~row.isnan()).long().cumsum(0) - 1
+
+
+def real_columns(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """x (B, C, H, W), keep (B,) real columns -> (B, 1, 1, W) 1.0 on real columns, else 0."""
+    cols = positions(x[0, 0, 0])
+    return (cols[None, :] < keep[:, None]).to(x.dtype)[:, None, None, :]
+
+
+class MaskedBatchNorm2d(nn.BatchNorm2d):
+    """Batch norm whose training statistics (and so its running ones) are the real
+    positions' only: ``real`` (B, 1, 1, W) marks them. In eval mode it is plain batch norm,
+    an affine map per channel, which padding cannot reach.
+
+    Training takes the statistics from two sums per channel (of x and of x squared, each
+    first summed down the rows, then weighted by the real columns: no masked copy of x) and
+    applies them as one affine map, ``x * scale + shift``: a few passes over x instead of
+    the dozen a masked mean, a masked centred variance and an affine map written out take
+    (forward and backward), which made the conv encoders' batch norm their largest cost."""
+
+    def forward(self, x: torch.Tensor, real: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.training or real is None:
+            return super().forward(x)
+        scale, shift = self.statistics(x, real[:, 0, 0, :])
+        return torch.addcmul(shift[:, None, None], x, scale[:, None, None])
+
+    def statistics(self, x: torch.Tensor, real: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, C, H, W), real (B, W) -> the per-channel (scale, shift) of training mode,
+        the running statistics moved. Sums in float32 (bf16 autocast included)."""
+        count = real.sum() * x.shape[2]  # real positions per channel
+        f32 = torch.float32
+        w = real.to(f32)
+        mean = torch.einsum("bcw,bw->c", x.sum(2, dtype=f32), w) / count  # (C,)
+        square = torch.einsum("bcw,bw->c", x.square().sum(2, dtype=f32), w) / count
+        var = (square - mean.square()).clamp(min=0)  # biased, as batch norm's
+        with torch.no_grad():
+            m = self.momentum if self.momentum is not None else 0.1
+            unbiased = var * count / (count - 1).clamp(min=1)
+            self.running_mean.mul_(1 - m).add_(m * mean)
+            self.running_var.mul_(1 - m).add_(m * unbiased)
+            self.num_batches_tracked.add_(1)
+        scale = self.weight * torch.rsqrt(var + self.eps)
+        return scale.to(x.dtype), (self.bias - mean * scale).to(x.dtype)
+
+
+class ConvNorm(nn.Module):
+    """A convolution (square kernel, same padding, no bias; ``stride`` (rows, columns)) then
+    masked batch norm, the padded columns zeroed after it (and after the ReLU, ``relu``)."""
+
+    def __init__(self, cin: int, cout: int, kernel: int = 3, stride: tuple[int, int] = (1, 1)):
+        super().__init__()
+        pad = kernel // 2
+        self.conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=pad, bias=False)
+        self.norm = MaskedBatchNorm2d(cout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor, relu: bool = True) -> torch.Tensor:
+        """x (B, Cin, H, W), 0 on padded columns; keep (B,) the output's real columns ->
+        (B, Cout, H', W'), 0 on padded columns."""
+        y = self.conv(x)
+        real = real_columns(y, keep)
+        y = self.norm(y, real).mul_(real)
+        return y.relu_() if relu else y
+
+    def flops(self, h: int, w: int) -> int:
+        """``h`` x ``w``: the output's rows and columns."""
+        c = self.conv
+        return costs.conv2d(h * w, c.in_channels, c.out_channels, c.kernel_size[0])
+
+
+class ConvColumns(nn.Module):
+    """The column encoder surface (see ``attnlab.models.encoders``) over a conv stack that a
+    subclass builds: ``stages(channels, pools)`` returns modules with ``forward(x, keep) ->
+    (x, keep)`` and ``flops(h, w) -> (flops, h, w)``; together they halve the height
+    ``len(model.conv_channels)`` times and the width ``log2(model.stride)`` times."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, cfg: Any, height: int, recurrent: bool = True):
+        super().__init__()
+        channels = list(cfg.conv_channels)
+        halvings = int(math.log2(cfg.stride))
+        # ModelConfig.check refuses these in one line before an encoder is built.
+        assert 2**halvings == cfg.stride and halvings <= len(channels)
+        assert height % (2 ** len(channels)) == 0
+        self.stride, self.height, self.hidden = cfg.stride, height, cfg.hidden
+        self.normalize = cfg.normalize_strips
+        pools = [2 if i < halvings else 1 for i in range(len(channels))]
+        self.stages = nn.ModuleList(self.stages_for(channels, pools))
+        self.proj = nn.Linear(channels[-1], 2 * cfg.hidden)  # each column's rows averaged
+        self.gru = (
+            nn.GRU(2 * cfg.hidden, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True)
+            if recurrent
+            else None
+        )
+
+    def stages_for(self, channels: list[int], pools: list[int]) -> list[nn.Module]:
+        raise NotImplementedError
+
+    @property
+    def state_size(self) -> int:
+        return 2 * self.hidden
+
+    def column_lengths(self, widths: torch.Tensor) -> torch.Tensor:
+        """Pixel widths (B,) -> number of encoder columns (B,)."""
+        return torch.div(widths + self.stride - 1, self.stride, rounding_mode="floor")
+
+    def flop_terms(self, columns: int) -> list[costs.Term]:
+        """Closed-form forward FLOPs of one strip of ``columns`` encoder columns: each conv
+        stage (its convolutions; norms, pools and activations are element-wise, uncounted),
+        the per-column layer and the BiGRU, each growing with the columns."""
+        terms, h, w = [], self.height, columns * self.stride
+        for i, stage in enumerate(self.stages):
+            n, h, w = stage.flops(h, w)
+            terms.append(
+                costs.Term(f"conv stage {i + 1}", "encoder", f"encoder.stages.{i}", "column", n)
+            )
+        n = costs.linear(columns, self.proj.in_features, self.proj.out_features)
+        terms.append(costs.Term("column layer", "encoder", "encoder.proj", "column", n))
+        if self.gru is not None:
+            g = self.gru
+            n = costs.gru(columns, g.input_size, g.hidden_size, g.num_layers, 2)
+            terms.append(costs.Term("BiGRU", "encoder", "encoder.gru", "column", n))
+        return terms
+
+    def features(self, images: torch.Tensor, widths: torch.Tensor, traced: bool = False):
+        """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
+
+        Returns the column features (B, T, 2H) before the BiGRU, 0 on padded columns, and
+        lengths (B,) in columns. T is the widest strip's columns; ``traced`` (the ONNX
+        export): the image's, ceil(W / stride), with no Python integer taken from a tensor.
+        """
+        s = self.stride
+        lengths = self.column_lengths(widths)  # (B,)
+        if not traced:
+            images = images[:, :, : int(lengths.max()) * s]
+        w = images.shape[2]
+        x = 1.0 - images  # ink: padding, paper and the convs' zero padding agree
+        real = (positions(images[0, 0]) < widths[:, None])[:, None, :]  # (B, 1, W)
+        if self.normalize:  # each strip's own range to [0, 1], as the column encoder does
+            lo = x.masked_fill(~real, float("inf")).amin(dim=(1, 2), keepdim=True)
+            hi = x.masked_fill(~real, float("-inf")).amax(dim=(1, 2), keepdim=True)
+            x = ((x - lo) / (hi - lo).clamp(min=0.1)).clamp(0, 1)
+        x = nn.functional.pad(x * real, (0, (s - w % s) % s))[:, None]  # (B, 1, H, T*s)
+        keep = lengths * s  # real columns at the current resolution
+        for stage in self.stages:
+            x, keep = stage(x, keep)
+        x = x.mean(2).transpose(1, 2)  # (B, T, C): the remaining rows averaged
+        cols = positions(x[0, :, 0])
+        real_cols = (cols[None, :] < lengths[:, None]).to(x.dtype)[..., None]  # (B, T, 1)
+        return self.proj(x) * real_cols, lengths
+
+    def forward(self, images: torch.Tensor, widths: torch.Tensor):
+        """images (B, H, W), widths (B,) -> states (B, T, 2H), lengths (B,), summary (B, 2H)
+        (the final forward state joined with the final backward state), as the column
+        encoder returns them: padded columns never reach the BiGRU (packed)."""
+        if self.gru is None:
+            raise RuntimeError(f"this {self.name} encoder was built without its BiGRU")
+        feats, lengths = self.features(images, widths)
+        t = feats.shape[1]
+        packed = pack_padded_sequence(
+            feats.float(), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        with torch.autocast(device_type=feats.device.type, enabled=False):
+            out, h_n = self.gru(packed)
+        states, _ = pad_packed_sequence(out, batch_first=True, total_length=t)
+        summary = torch.cat([h_n[-2], h_n[-1]], dim=-1)
+        return states, lengths.to(states.device), summary
