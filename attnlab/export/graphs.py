@@ -26,7 +26,7 @@ from torch import nn
 
 from attnlab.errors import UserError
 from attnlab.models.base import Reader
-from attnlab.models.encoder import ColumnEncoder
+from attnlab.models.encoders.column import ColumnEncoder
 from attnlab.models.readers.ctc import CTCReader
 from attnlab.models.stepwise import StepwiseReader
 
