@@ -18,6 +18,7 @@ from attnlab.models import costs, registry
 from attnlab.models.scoring import Attention, Scorer
 from attnlab.report.cost_files import lab_table
 from attnlab.tasks.compose import compose
+from attnlab.tasks.cost_run import disagreeing
 
 WITHIN = 0.01  # the closed forms must match the counter within 1%
 
@@ -142,6 +143,7 @@ def test_cost_command_for_every_registered_reader(tmp_path, attnlab_run):
         "params_encoder", "params_output", "params", "flops_encoder", "flops_output", "flops",
         "flops_decoder_per_step", "flops_per_pair", "formula_flops", "flop_source",
         "read_b1_ms", "read_b2_ms", "train_ms", "mem_kind", "mem_peak_mib", "device",
+        "threads", "load", "time_spread",
     ]:  # fmt: skip
         assert col in frame, col
     assert (frame["formula_max_error"] <= WITHIN).all()
@@ -305,3 +307,13 @@ def test_cpu_peak_is_the_resident_growth_over_the_block():
         kept = torch.ones(16 * 2**20)  # 64 MiB of float32, written
     assert 60 <= rss.growth_mib < 200
     assert kept.sum() == kept.numel()
+
+
+def test_cost_times_on_one_thread_unless_asked_and_says_when_timings_disagree():
+    assert compose(["model=attention"], "cost").train.threads == 1
+    assert compose(["model=attention", "train.threads=2"], "cost").train.threads == 2
+    row = {"reader": "attention", "length": 8, "threads": 2, "load": 3.1, "time_spread": 1.2}
+    assert disagreeing([row]) is None
+    said = disagreeing([row, {**row, "length": 16, "time_spread": 4.0}])
+    assert said.startswith("warning: repeated timings disagree by up to x4.0")
+    assert "length 16; 1 of 2 rows" in said and "2 thread(s) at load 3.1" in said

@@ -9,8 +9,13 @@ the fix. They read both files as data (tests/helpers/lock.py).
 from __future__ import annotations
 
 import copy
+import io
+import os
+import subprocess
+import tarfile
 from importlib import metadata
 
+import pytest
 from helpers.lock import (
     LOCK,
     ROOT,
@@ -72,3 +77,27 @@ def test_this_environment_has_the_locked_versions_of_what_draws_the_numbers():
         if metadata.version(name) != pins[name].version
     }
     assert not other, f"installed (left) is not the lock's (right); run `make install`: {other}"
+
+
+def test_make_lock_without_an_index_is_one_line_and_leaves_the_lock(tmp_path):
+    """No network (an index that refuses): one line naming why, the lock as it was. Run in
+    a copy of the committed tree, this environment's pip-tools, pip's own config ignored."""
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "pip-compile").is_file():
+        pytest.skip("no .venv with pip-tools (make install makes one)")
+    tree = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(tree.stdout)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    before = (tmp_path / "requirements.lock").read_bytes()
+    outer = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in outer and not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple",
+               PIP_RETRIES="0", PIP_TIMEOUT="2")  # fmt: skip
+    done = subprocess.run(
+        ["make", "--no-print-directory", "lock", f"VENV={venv}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    said = [line for line in done.stderr.splitlines() if not line.startswith("make: ***")]
+    assert done.returncode != 0 and len(said) == 1, done.stderr
+    assert said[0].startswith("make lock: pip-compile failed (") and "left as it was" in said[0]
+    assert (tmp_path / "requirements.lock").read_bytes() == before

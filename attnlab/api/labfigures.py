@@ -23,6 +23,7 @@ from attnlab.evaluation.analysis import failure_mode
 from attnlab.evaluation.metrics import METRIC
 from attnlab.report import discover_runs
 from attnlab.report.cost_files import COST_CSV, COST_DIR, GROWTH_CSV, lab_table
+from attnlab.report.tables import signed_points
 from attnlab.report.tuned import tuned_section
 
 # The named budget: a fifth of the default steps (500 of 2,500), 200 test strips per length.
@@ -138,8 +139,7 @@ def at_length(res, variant: str, length: int) -> tuple:
 def diff_line(diffs, split: str, key: str = "exact") -> str:
     """``+d [lo, hi]`` in points: a split total's paired difference and its 95% interval."""
     row = diffs[(diffs["split"] == split) & diffs["total"]].iloc[0]
-    lo, hi, d = (100 * float(row[f"{key}_diff{s}"]) for s in ("_lo", "_hi", ""))
-    return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+    return signed_points(*(float(row[f"{key}_diff{s}"]) for s in ("", "_lo", "_hi")))
 
 
 def lengths_shown(res) -> list[int]:

@@ -37,22 +37,40 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def best_seconds(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
-    """The fastest of ``repeats`` calls of ``fn`` after one warm-up call."""
+# Repeated timings of one measure further apart than this (slowest / fastest) are said: the
+# machine was busy meanwhile, and the best of them may still be slowed.
+DISAGREE = 1.5
+
+
+def best_seconds(
+    fn: Callable[[], Any], device: torch.device, repeats: int, spread: list[float] | None = None
+) -> float:
+    """The fastest of ``repeats`` calls of ``fn`` after one warm-up call; the slowest over
+    the fastest is appended to ``spread`` when one is given."""
     fn()
-    best = float("inf")
+    times = []
     for _ in range(max(1, repeats)):
         _sync(device)
         t0 = time.perf_counter()
         fn()
         _sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    if spread is not None:
+        spread.append(max(times) / max(min(times), 1e-12))
+    return min(times)
 
 
-def read_seconds(model: Any, batch: Any, size: int, device: torch.device, repeats: int) -> float:
+def read_seconds(
+    model: Any,
+    batch: Any,
+    size: int,
+    device: torch.device,
+    repeats: int,
+    spread: list[float] | None = None,
+) -> float:
     """Seconds per strip of greedy reading (oracle lengths) in batches of ``size`` strips
-    (the first ``size`` of ``batch``; size 1: each of up to 4 strips alone, averaged)."""
+    (the first ``size`` of ``batch``; size 1: each of up to 4 strips alone, averaged);
+    ``spread`` as ``best_seconds``'s."""
     model.eval()
     lengths = torch.tensor([len(s) for s in batch.labels])
 
@@ -63,12 +81,15 @@ def read_seconds(model: Any, batch: Any, size: int, device: torch.device, repeat
 
     if size == 1:
         times = [
-            best_seconds(lambda a=chunk(i, 1): model.read(*a[:2], lengths=a[2]), device, repeats)
+            best_seconds(
+                lambda a=chunk(i, 1): model.read(*a[:2], lengths=a[2]), device, repeats, spread
+            )
             for i in range(min(4, len(batch.labels)))
         ]
         return sum(times) / len(times)
     args = chunk(0, size)
-    return best_seconds(lambda: model.read(*args[:2], lengths=args[2]), device, repeats) / size
+    read = best_seconds(lambda: model.read(*args[:2], lengths=args[2]), device, repeats, spread)
+    return read / size
 
 
 def trim_heap() -> bool:
@@ -132,12 +153,19 @@ def train_step(model: Any, opt: Any, micro: list[Any], device: torch.device, bf1
 
 
 def measure_step(
-    model: Any, opt: Any, micro: list[Any], device: torch.device, bf16: bool, repeats: int
+    model: Any,
+    opt: Any,
+    micro: list[Any],
+    device: torch.device,
+    bf16: bool,
+    repeats: int,
+    spread: list[float] | None = None,
 ) -> dict[str, Any]:
     """Seconds per strip of one training step (the best of ``repeats``) and the peak memory
-    of one more step, measured alone (``MEMORY_KIND``)."""
+    of one more step, measured alone (``MEMORY_KIND``); ``spread`` as ``best_seconds``'s."""
     strips = sum(len(b.labels) for b in micro)
-    seconds = best_seconds(lambda: train_step(model, opt, micro, device, bf16), device, repeats)
+    step = lambda: train_step(model, opt, micro, device, bf16)  # noqa: E731
+    seconds = best_seconds(step, device, repeats, spread)
     out: dict[str, Any] = {"train_s_per_strip": seconds / strips, "train_strips": strips}
     if device.type == "cuda":
         _sync(device)

@@ -46,6 +46,9 @@ def run(cfg: DictConfig, overrides: list[str]) -> Path:
         if c.footprint_batch:
             length = c.footprint_length or max(seen_lengths(one.data))
             foot += footprint(one, c, device, int(length))
+    if line := disagreeing(rows):
+        print(line, flush=True)
+        notes.append(line)
     out.mkdir(parents=True, exist_ok=True)
     files.write(out, rows, growth(rows), foot, notes)
     print(files.markdown(rows, growth(rows), foot, notes))
@@ -168,15 +171,18 @@ def measure(cfg: DictConfig, c: Any, device: torch.device) -> list[dict[str, Any
         counted = cost_count.count_strips(model, strip_slice(strips, 0, c.strips))
         row.update(flop_row(model, counted))
         row["flop_source"] = cost_count.FLOP_SOURCE.get(device.type, "FlopCounterMode")
+        spread: list[float] = []
         for size in c.read_batches:
-            s = cost_time.read_seconds(model, strips, int(size), device, c.repeats)
+            s = cost_time.read_seconds(model, strips, int(size), device, c.repeats, spread)
             row[f"read_b{size}_ms"] = 1000 * s
         if c.train:
             micro = train_batches(cfg, int(length), t.batch_size * t.accumulate, t.accumulate)
-            step = cost_time.measure_step(model, opt, micro, device, bf16, c.repeats)
+            step = cost_time.measure_step(model, opt, micro, device, bf16, c.repeats, spread)
             row["train_ms"] = 1000 * step.pop("train_s_per_strip")
             row.update(step)
         row.update({"device": str(device), "threads": torch.get_num_threads()})
+        row["load"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+        row["time_spread"] = round(max(spread), 2) if spread else None
         rows.append(row)
     return rows
 
@@ -221,3 +227,18 @@ def footprint(cfg: DictConfig, c: Any, device: torch.device, length: int) -> lis
             }
         )
     return rows
+
+
+def disagreeing(rows: list[dict[str, Any]]) -> str | None:
+    """One line when repeated timings of a measure disagree (``cost_time.DISAGREE``), naming
+    the worst, the threads and the load; None when they agree."""
+    spread = [r for r in rows if (r.get("time_spread") or 0) > cost_time.DISAGREE]
+    if not spread:
+        return None
+    worst = max(spread, key=lambda r: r["time_spread"])
+    return (
+        f"warning: repeated timings disagree by up to x{worst['time_spread']:.1f} "
+        f"({worst['reader']}, length {worst['length']}; {len(spread)} of {len(rows)} rows) "
+        f"on {worst['threads']} thread(s) at load {worst['load']}: the machine was busy, the "
+        "times (the best of cost.repeats) may be slowed; measure again on an idle machine"
+    )
