@@ -101,9 +101,13 @@ train.objective=val_exact 'optim.lr=interval(1e-4,1e-2)' (an Optuna study: trial
 the sweep folder names each trial's directory).""",
 )
 def train(ctx: typer.Context) -> None:
+    from attnlab.tasks.recipe import with_recipe
     from attnlab.tasks.train import main as task
 
-    run_task(task, ctx.args, "attnlab train")
+    args, said = with_recipe(list(ctx.args))  # data=folder without a reader: the recipe
+    if said:
+        typer.echo(said)
+    run_task(task, args, "attnlab train")
 
 
 @sweep_app.command("lengths", context_settings=FORWARD, options_metavar=OVERRIDES)

@@ -6,8 +6,8 @@ Needs ``pip install captcha`` (not an attnlab dependency). The folder gets PNG f
 ``--seed`` (Python's ``random``, which the captcha package also draws its colours, noise
 and warps from), so a training set and a test set drawn at other seeds share no image:
 
-    python scripts/captcha_strips.py /work/data/cap/train --lengths 1-8 --per-length 2500
-    python scripts/captcha_strips.py /work/data/cap/test --lengths 1-10 --per-length 50 \\
+    python scripts/captcha_strips.py cap/train --lengths 1-8 --per-length 2500
+    python scripts/captcha_strips.py cap/test --lengths 1-10 --per-length 50 \\
         --seed 1
 
 ``--width-per-char`` sets the image width per digit (the package draws every string into a

@@ -171,7 +171,8 @@ def _files(run):
 @pytest.mark.slow
 def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_cli):
     run = tmp_path / "run"
-    args = [*TINY, "data=folder", "data.path=src", "data.val_share=0.25", f"hydra.run.dir={run}"]
+    args = [*TINY, "model=attention", "data=folder", "data.path=src", "data.val_share=0.25"]
+    args.append(f"hydra.run.dir={run}")
     res = attnlab_cli("train", *args, "train.steps=2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     first = json.loads((run / "data_split.json").read_text())

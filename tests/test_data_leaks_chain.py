@@ -31,7 +31,8 @@ HELD = "eval/held-out-greedy"
 
 def _train(root: Path, name: str, *args: str) -> Path:
     run = root / name
-    res = run_cli("train", *TINY, "data=folder", *args, f"hydra.run.dir={run}", cwd=root)
+    reader = [] if any(a.startswith("model=") for a in args) else ["model=attention"]
+    res = run_cli("train", *TINY, *reader, "data=folder", *args, f"hydra.run.dir={run}", cwd=root)
     assert res.returncode == 0, res.stderr
     return run
 

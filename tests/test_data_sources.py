@@ -103,7 +103,8 @@ def _strip(path, label_width=40, ink=True, paper=255):
 def _refused(attnlab_cli, tmp_path, data, *extra):
     run = tmp_path / "run"
     res = attnlab_cli(
-        "train", *TINY, "data=folder", f"data.path={data}", f"hydra.run.dir={run}", *extra,
+        "train", *TINY, "model=attention", "data=folder", f"data.path={data}",
+        f"hydra.run.dir={run}", *extra,
         cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 2, res.stderr
@@ -167,7 +168,8 @@ def test_a_label_too_long_is_refused_or_skipped(tmp_path, attnlab_cli):
 
     run = tmp_path / "skipping"
     res = attnlab_cli(
-        "train", *TINY, "data=folder", f"data.path={folder}", val, "data.skip_long=true",
+        "train", *TINY, "model=attention", "data=folder", f"data.path={folder}", val,
+        "data.skip_long=true",
         "train.steps=2", f"hydra.run.dir={run}", cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr

@@ -162,7 +162,8 @@ def test_a_resume_with_another_limit_is_refused(curve, copy_run, attnlab_run, tm
     assert "data.limit=20; this command: data.limit=60" in res.stderr
     assert (run / "checkpoints" / "last.pt").read_bytes() == before
     fresh = tmp_path / "over"
-    over = attnlab_run("train", *TINY, "data=folder", f"data.path={cfg['data']['path']}",
+    over = attnlab_run("train", *TINY, "model=attention", "data=folder",
+                       f"data.path={cfg['data']['path']}",
                        "data.limit=181", f"hydra.run.dir={fresh}", cwd=tmp_path)  # fmt: skip
     assert over.returncode == 2 and len(over.stderr.strip().splitlines()) == 1
     assert "has 180 training strips" in over.stderr and not any(fresh.rglob("*"))

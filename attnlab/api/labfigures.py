@@ -78,7 +78,7 @@ def commands(out: Path, budget: list[str]) -> list[tuple[str, Path, list[str]]]:
         ("own", "hw_strips_test/labels.csv",
          f"{strips} {q(str(hw_test))} --images test --lengths 1-8 --per-length 40 --seed 1"),
         ("own", "own/metrics.json",
-         f"attnlab train data=folder {hw} hydra.run.dir={q(str(o / 'own'))}"),
+         f"attnlab train model=attention data=folder {hw} hydra.run.dir={q(str(o / 'own'))}"),
         ("own", "own/eval/held-out-greedy/eval.json", f"attnlab eval {q(str(o / 'own'))}"),
         ("width", f"widths/3/{DONE}",
          "attnlab sweep lengths model=fixed model.hidden=16,64 seed=0,1 "

@@ -19,14 +19,13 @@ from attnlab.evaluation.metrics import quick_scores
 from attnlab.io import write_json, write_text
 from attnlab.runs import checkpoint, pretrained
 from attnlab.runs.checkpoint import Checkpoint
+from attnlab.tasks.recipe import OWN_STRIPS
+
+__all__ = ["OWN_STRIPS", "package", "reading_check"]
 
 # The strips the record is read on: the fixed test strips of each seen length (drawn from
 # data.eval_seed, never a training strip: training draws from its own seed).
 PER_LENGTH = 50
-# The packaged reader's recipe (scripts/pretrain.py trains it on the synthetic default):
-# the reader and encoder that read users' own images best (docs/own-strips.md, "Which reader
-# for my strips?").
-RECIPE = ("model=crnn",)
 PIN = re.compile(r'^pretrained = "[0-9a-f]*"$', re.M)
 
 
