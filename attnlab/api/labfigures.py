@@ -43,6 +43,7 @@ FIGURES = (
     "own",
     "cost",
     "fair",
+    "strong",
 )
 STRIPS_SCRIPT = "scripts/handwritten_strips.py"  # run from the repository's root
 
@@ -92,6 +93,10 @@ def commands(out: Path, budget: list[str]) -> list[tuple[str, Path, list[str]]]:
          f"attnlab sweep tuned model=fixed,attention {fair} "
          f"hydra.sweep.dir={q(str(o / 'tuned'))} {run}"),
         ("fair", "tuned_report/index.html", report("tuned")),
+        ("strong", f"strong/1/{DONE}",
+         "attnlab sweep lengths encoder=resnet seed=0 "
+         f"hydra.sweep.dir={q(str(o / 'strong'))} {run}"),
+        ("strong", "strong_report/index.html", report("strong")),
     ]  # fmt: skip
     return [(step, o / leaves, shlex.split(line)) for step, leaves, line in steps]
 
@@ -248,6 +253,31 @@ def sweep_table(res, key: str) -> str:
     return "\n".join(lines)
 
 
+def strong_figure(out: Path) -> str:
+    """Side quest: both readers on the resnet encoder; attention − fixed paired over the
+    seen and unseen lengths and at the longest seen length."""
+    res = results(out / "strong")
+    diffs = compare(res, "attention", "fixed")
+    m = res.metrics
+    top = int(m[m["split"] == "seen"]["length"].max())
+    rows = [
+        f"| encoder=resnet | seen exact % | unseen exact % | exact % at {top} digits |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for reader in ("fixed", "attention"):
+        seen, unseen = split_totals(res, reader, "seen"), split_totals(res, reader, "unseen")
+        at_top = at_length(res, reader, top)[0]
+        rows.append(f"| {reader} | {pct(seen[0])} | {pct(unseen[0])} | {pct(at_top)} |")
+    row = diffs[diffs["length"].astype(str) == str(top)].iloc[0]
+    at_top = signed_points(*(float(row[f"exact_diff{s}"]) for s in ("", "_lo", "_hi")))
+    rows.append(
+        f"\nattention − fixed, paired over the same strips [95%]: seen exact "
+        f"{diff_line(diffs, 'seen')} points, unseen {diff_line(diffs, 'unseen')}, at {top} "
+        f"digits {at_top}."
+    )
+    return "\n".join(rows)
+
+
 def width_figure(out: Path) -> str:
     """Step 5: the fixed reader at two widths, then 64 − 16 paired."""
     res = results(out / "widths")
@@ -317,6 +347,7 @@ def figures(out: Path) -> dict[str, str]:
         "own": own_figure(out),
         "cost": cost_figure(out),
         "fair": fair_figure(out),
+        "strong": strong_figure(out),
     }
     assert tuple(figs) == FIGURES, tuple(figs)
     return figs
