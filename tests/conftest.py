@@ -258,8 +258,10 @@ def killed_and_resumed(attnlab_cli):
         assert a["val"] == b["val"] and a["best"] == b["best"]
         wa = torch.load(whole / "checkpoints" / "last.pt", weights_only=True)
         wb = torch.load(cut / "checkpoints" / "last.pt", weights_only=True)
-        for key, value in wa["model"].items():
-            assert torch.equal(value, wb["model"][key]), key
+        for entry in ("model", "trained"):  # trained: optim.ema's weights as trained
+            assert (entry in wa) == (entry in wb), entry
+            for key, value in wa.get(entry, {}).items():
+                assert torch.equal(value, wb[entry][key]), (entry, key)
         assert (whole / "history.csv").read_text() == (cut / "history.csv").read_text()
         return whole, cut, step
 

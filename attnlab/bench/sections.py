@@ -23,6 +23,8 @@ def run_section(name: str, args: Namespace, device: str) -> dict:
             common.in_child(train.run, x, device, args.train_seconds, args.override)
             for x in ([args.reader] if args.reader else common.registry_names())
         ]
+        if not args.reader:  # the own-strips recipe beside the readers at their defaults
+            results.append(train.run_recipe(device, args.train_seconds, args.override))
         train.show(results, device)
         r = {x["reader"]: x for x in results}
     elif name == "eval":

@@ -87,6 +87,20 @@ def run(
         return out
 
 
+def run_recipe(
+    device: str, seconds: float, overrides: list[str], peak_n: int = PEAK_N
+) -> dict[str, Any]:
+    """``run`` of the own-strips recipe (attnlab.tasks.recipe: what ``attnlab train
+    data=folder`` trains), in its own process, named by its keys in the reader column."""
+    from attnlab.bench.common import in_child
+    from attnlab.tasks.recipe import recipe_reader
+
+    reader, keys = recipe_reader()
+    out = in_child(run, reader, device, seconds, [*keys, *overrides], peak_n)
+    out["reader"] = " ".join(["recipe:", reader, *keys])
+    return out
+
+
 def show(results: list[dict[str, Any]], device: str) -> None:
     label = config_label(results[0]["overrides"])
     print(f"train: Trainer.advance(), {label} on {device}")

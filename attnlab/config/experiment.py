@@ -29,8 +29,14 @@ class OptimConfig:
     lr: float = 6e-3
     weight_decay: float = 1e-4
     warmup_steps: int = 100
-    min_lr_ratio: float = 0.05  # cosine decay floor
+    min_lr_ratio: float = 0.05  # the floor both schedules decay to
     grad_clip: float = 1.0
+    # cosine: warm-up over optim.warmup_steps, then a cosine decay; onecycle: from 1/25 of
+    # optim.lr up to it over the first 30% of train.steps, then down (attnlab.training.optim)
+    schedule: str = "cosine"
+    # An exponential moving average of the weights, read at validation and saved as the
+    # run's weights (attnlab.training.average): its decay, e.g. 0.999; 0 = off.
+    ema: float = 0.0
 
     @classmethod
     def check(cls, o: Any) -> None:
@@ -42,6 +48,13 @@ class OptimConfig:
         require(ok, "optim.min_lr_ratio", o.min_lr_ratio, "must be in [0, 1]")
         ok = finite(o.grad_clip) and o.grad_clip > 0
         require(ok, "optim.grad_clip", o.grad_clip, "must be a finite number > 0")
+        ok = o.schedule in SCHEDULES
+        require(ok, "optim.schedule", o.schedule, f"must be one of {', '.join(SCHEDULES)}")
+        ok = finite(o.ema) and 0 <= o.ema < 1
+        require(ok, "optim.ema", o.ema, "must be in [0, 1) (0 = off; e.g. 0.999)")
+
+
+SCHEDULES = ("cosine", "onecycle")
 
 
 @dataclass

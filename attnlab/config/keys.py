@@ -39,6 +39,8 @@ ADDED_DEFAULTS = {
     "train.freeze": "[]",  # nothing frozen (attnlab.training.freeze)
     "data.limit": "null",  # the whole training pool (attnlab.data.limit)
     "train.patience": "null",  # every run trains train.steps (attnlab.training.validation)
+    "optim.schedule": '"cosine"',  # warm-up then cosine decay (attnlab.training.optim)
+    "optim.ema": "0.0",  # the weights as trained, no average (attnlab.training.average)
 }
 
 # What a run asked again into its own directory may change (attnlab.runs.resume): the keys

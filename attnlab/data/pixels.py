@@ -229,6 +229,14 @@ def prepare(
     return grey
 
 
+def own_height(grey: np.ndarray, *, crop: bool = False) -> int:
+    """A decoded grey image's height at its own resolution, as ``prepare`` would place it:
+    the height of its ink's crop (``crop_to_ink``) with ``crop``, else the image's."""
+    if is_inverted(grey):
+        grey = 1.0 - grey
+    return int((crop_to_ink(grey) if crop else grey).shape[0])
+
+
 def load_image(
     path: Path | str,
     height: int,

@@ -27,6 +27,7 @@ import torch
 
 from attnlab.data.dedup import short
 from attnlab.data.folder import LABELS, Warn, load_image, read_labels, warn_stderr
+from attnlab.data.pixels import decode, own_height
 from attnlab.data.strips import StripBatch
 from attnlab.errors import UserError
 
@@ -267,6 +268,24 @@ def decode_all(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         images = list(pool.map(one, entries))
     return StripCache(images, [e.label for e in entries], [e.id for e in entries])
+
+
+def median_own_height(source: Source, crop: bool, n: int = 200) -> int:
+    """The median height of up to ``n`` of ``source``'s strips (evenly spaced) at their own
+    resolution (``pixels.own_height``: their ink's crop with ``crop``, as training places
+    it); a strip that cannot be decoded is named as training would name it."""
+    step = max(1, len(source.entries) // n)
+    data_of = source.image_bytes()
+    heights = []
+    for e in source.entries[::step][:n]:
+        try:
+            grey = decode(source.file_of(e), data=data_of(e))
+        except UserError as err:
+            raise UserError(f"{e.where}: {err}") from err
+        heights.append(own_height(grey, crop=crop))
+    if not heights:
+        raise UserError(f"{source.path}: no strips to measure")
+    return int(np.median(heights))
 
 
 WIDE = 8.0  # a strip wider than WIDE model heights per label character, plus WIDE, is refused

@@ -108,6 +108,9 @@ class Checkpoint:
     data_split: dict[str, Any] | None = None  # data=folder: what the run holds out
     init_from: dict[str, Any] | None = None  # fine-tuning: the source checkpoint
     drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
+    # optim.ema: the weights as the optimiser trained them, to resume from; ``model`` then
+    # holds their average, the weights the run validated and reads with
+    trained: dict[str, torch.Tensor] | None = None
     format: int = FORMAT
 
     def to_payload(self) -> dict[str, Any]:
@@ -123,12 +126,15 @@ class Checkpoint:
                 f"{path}: not an attnlab checkpoint this version reads (format "
                 f"{', '.join(map(str, READABLE))} expected, found {_format_of(payload)})"
             )
-        weights = payload.get("model")
-        if not isinstance(weights, dict) or not all(
-            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
-        ):
-            raise UserError(f"{path}: its 'model' entry is not a mapping of names to tensors")
-        check_finite(weights, path)
+        for entry in ("model", "trained"):
+            weights = payload.get(entry)
+            if entry == "trained" and weights is None:
+                continue
+            if not isinstance(weights, dict) or not all(
+                isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+            ):
+                raise UserError(f"{path}: its {entry!r} entry is not a mapping of names to tensors")
+            check_finite(weights, path)
         for key, kind in (("config", dict), ("reader", str), ("step", int)):
             if payload.get(key) is not None and not isinstance(payload[key], kind):
                 raise UserError(f"{path}: its {key!r} entry is {_a(type(payload[key]).__name__)}")

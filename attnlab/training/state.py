@@ -113,12 +113,14 @@ def resumable(last: Path, cfg: DictConfig, split: dict[str, Any] | None) -> Chec
 
 
 def checkpoint_of(t: Any) -> Checkpoint:
-    """The state of ``t`` (a ``Trainer``) as of now: weights, optimiser, schedule, step,
-    both random streams, history, best, timing, split and lineage (so that a resume
-    computes the same run)."""
+    """The state of ``t`` (a ``Trainer``) as of now: weights (with optim.ema, their average
+    and the weights as trained), optimiser, schedule, step, both random streams, history,
+    best, timing, split and lineage (so that a resume computes the same run)."""
+    averaged = t.average is not None  # optim.ema: the average is what the run reads with
     return Checkpoint(
         reader=t.model.name,
-        model=t.model.state_dict(),
+        model=t.average.state if averaged else t.model.state_dict(),
+        trained=t.model.state_dict() if averaged else None,
         optimizer=t.opt.state_dict(),
         scheduler=t.sched.state_dict(),
         step=t.step,
@@ -144,6 +146,11 @@ def resume(t: Any) -> bool:
     if ckpt is None:
         return False
     ckpt.load_into(t.model, last)
+    if t.average is not None:  # optim.ema: the average, then the weights as trained
+        if ckpt.trained is None:
+            raise UserError(f"{last}: holds no weights as trained (optim.ema) to resume from")
+        t.average.load(ckpt.model)
+        t.model.load_state_dict(ckpt.trained)
     t.opt.load_state_dict(ckpt.optimizer)
     t.sched.load_state_dict(ckpt.scheduler)
     t.step = int(ckpt.step)

@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
 from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_device
 from attnlab.threads import FixedThreads, ThreadGovernor
 from attnlab.training import state
+from attnlab.training.average import WeightAverage
 from attnlab.training.freeze import check_freeze, freeze, warn_random, warn_unloaded
 from attnlab.training.optim import optimiser
 from attnlab.training.prepare import check_training, training_threads
@@ -104,12 +106,16 @@ class Trainer:
         )
         self.writer = None
         self.drawn_by = drawn.drawn_by(self.synth)  # what draws it (a resume keeps the first)
+        ema = cfg.optim.ema  # the weights' average, read at validation (training.average)
+        self.average = WeightAverage(self.model, ema) if ema > 0 else None
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
         if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
             from attnlab.training.finetune import init_from
 
             self.started_from = init_from(self.model, cfg, str(cfg.init_from), self.split)
             warn_unloaded(self.frozen, self.started_from)
+            if self.average is not None:  # the average starts at the loaded weights
+                self.average.load(self.model.state_dict())
 
     def _build_reader(self) -> None:
         """The reader (seeded), its frozen parts, its optimiser and learning-rate schedule."""
@@ -190,23 +196,31 @@ class Trainer:
         self.timer.steps += 1
         self.step += 1
         self.trained_steps += 1
+        if self.average is not None:
+            self.average.update(self.model, self.step)
         return loss
 
+    def reading(self) -> AbstractContextManager[None]:
+        """The weights the run reads with inside the block: the average under optim.ema."""
+        return nullcontext() if self.average is None else self.average.applied(self.model)
+
     def validate(self) -> dict[str, Any]:
-        """Read every validation set; log, and write to TensorBoard, what it read."""
-        val, shown = validate(
-            self.model, self.val_sets, self.device, self.autocast, self.cfg.train.examples_shown
-        )
-        log_validation(self.step, val, shown)
-        if self.writer is None:
-            return val
-        write_validation(self.writer, self.step, val)
-        if self.cfg.train.maps_logged:  # a few attention maps, when the reader has weights
-            top = self.val_sets[max(self.val_sets)]
-            kept = top.select(list(range(min(self.cfg.train.maps_logged, len(top)))))
-            write_attention_images(
-                self.writer, self.step, self.model, kept, self.device, self.autocast
+        """Read every validation set (with the weights the run reads with); log, and write to
+        TensorBoard, what it read."""
+        with self.reading():
+            val, shown = validate(
+                self.model, self.val_sets, self.device, self.autocast, self.cfg.train.examples_shown
             )
+            log_validation(self.step, val, shown)
+            if self.writer is None:
+                return val
+            write_validation(self.writer, self.step, val)
+            if self.cfg.train.maps_logged:  # a few attention maps, when the reader has weights
+                top = self.val_sets[max(self.val_sets)]
+                kept = top.select(list(range(min(self.cfg.train.maps_logged, len(top)))))
+                write_attention_images(
+                    self.writer, self.step, self.model, kept, self.device, self.autocast
+                )
         return val
 
     def checkpoint_now(self, started: float) -> None:
