@@ -26,6 +26,9 @@ def test_the_packaged_reader_is_the_pinned_one():
     assert record["command"].startswith("attnlab train") and all(
         key in record["command"] for key in OWN_STRIPS
     )
+    # the height it reads at, as its own checkpoint says (the recipe keeps it when fine-tuning)
+    ckpt = checkpoint.load(pretrained.CHECKPOINT)
+    assert record["height"] == ckpt.config["data"]["height"]
 
 
 def test_it_reads_the_synthetic_test_strips_as_its_record_says():
@@ -98,5 +101,6 @@ def test_packaging_a_run_writes_a_file_its_record_and_pin_agree_on(tmp_path, tra
     assert tomllib.loads(pins.read_text(encoding="utf-8"))["pretrained"] == record["sha256"]
     slim = checkpoint.load(made)
     assert slim.optimizer is None and slim.reader == "attention" and slim.step == record["step"]
+    assert record["height"] == slim.config["data"]["height"]
     package(trained["attention"], "again", pins, tmp_path)  # the pin replaced, not added
     assert pins.read_text(encoding="utf-8").count("pretrained =") == 1

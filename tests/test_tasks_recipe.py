@@ -81,7 +81,10 @@ def test_the_recipe_reads_strips_at_the_height_nearest_their_own(tmp_path, scale
     mine = ["data=folder", f"data.path={folder}", "data.height=48"]
     assert with_recipe(mine)[0] == [*OWN_STRIPS, *BUDGET, *mine]
     tuned = ["data=folder", f"data.path={folder}", "init_from=pretrained"]
-    assert with_recipe(tuned)[0] == [*OWN_STRIPS, *BUDGET, *tuned]
+    args, said = with_recipe(tuned)
+    assert args == [*OWN_STRIPS, *BUDGET, *tuned]
+    hint = "init_from=pretrained reads at its own 32 px; the strips' own height"
+    assert (hint in said) == (height != 32)
 
 
 def test_the_recipes_height_reads_an_lmdb_and_the_nearest_height_on_a_log_scale(tmp_path):

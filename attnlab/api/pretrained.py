@@ -73,6 +73,7 @@ def package(
         "command": command,
         "reader": ckpt.reader,
         "backbone": model.get("backbone", "column"),
+        "height": int(ckpt.config.get("data", {}).get("height", 32)),  # what it reads at
         "step": int(ckpt.step),
         "params": ckpt.params,
         "reads": reading_check(out),

@@ -62,13 +62,13 @@ def _value(args: list[str], key: str) -> str | None:
     return found[-1] if found else None
 
 
-def _height(args: list[str]) -> tuple[str, str] | None:
+def _height(args: list[str]) -> tuple[str | None, str] | None:
     """``data.height=H`` for the strips at ``data.path``, and why; None when the command
-    sets it, fine-tunes the packaged reader (its height), or names no strips this can read
-    (training then says what is wrong, in its own words)."""
+    sets it or names no strips this can read (training then says what is wrong, in its own
+    words). Fine-tuning the packaged reader keeps its height (no key), said when the
+    strips' own height is nearer another."""
     path = _value(args, "data.path")
-    fine_tunes = _value(args, "init_from") not in (None, "null")
-    if path is None or _value(args, "data.height") is not None or fine_tunes:
+    if path is None or _value(args, "data.height") is not None:
         return None
     from attnlab.data.sources import median_own_height, open_source
 
@@ -78,6 +78,17 @@ def _height(args: list[str]) -> tuple[str, str] | None:
     except (UserError, OSError):
         return None
     cropped = " once cropped to their ink" if crop else ""
+    if _value(args, "init_from") == PRETRAINED:
+        from attnlab.runs.pretrained import record
+
+        packaged = int(record().get("height", 32))
+        if height_for(own) == packaged:
+            return None
+        return None, (
+            f"init_from=pretrained reads at its own {packaged} px; the strips' own height "
+            f"({own} px{cropped}) is nearer {height_for(own)}, which the recipe reads them "
+            "at without init_from=pretrained"
+        )
     return f"data.height={height_for(own)}", f"the strips' own height: {own} px{cropped}"
 
 
@@ -96,7 +107,7 @@ def with_recipe(args: list[str]) -> tuple[list[str], str | None]:
     height = _height(args)
     why = []
     if height is not None:
-        added.append(height[0])
+        added += [height[0]] if height[0] else []
         why.append(height[1])
     if not added:
         return args, None
