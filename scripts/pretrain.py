@@ -5,8 +5,8 @@ reads on the fixed synthetic test strips) and pin its digest in lock-pins.toml.
 
     python scripts/pretrain.py [--out DIR] [extra overrides...]
 
-The recipe is attnlab.tasks.recipe.OWN_STRIPS (what `attnlab train data=folder` trains
-when no reader is named), on the synthetic default data. On 2 CPU
+The recipe is attnlab.tasks.recipe.PACKAGED (the reader `attnlab train data=folder` trains
+on strips read at 32 px), on the synthetic default data. On 2 CPU
 cores it takes the time scripts/README.md gives; a GPU (train.device=cuda) is faster.
 """
 
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attnlab.api.pretrained import OWN_STRIPS, package
+from attnlab.api.pretrained import PACKAGED, package
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ def main() -> int:
     parser.add_argument("--out", default="outputs/pretrained", help="the training run's folder")
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides for the training")
     args = parser.parse_args()
-    train = ["attnlab", "train", *OWN_STRIPS, *args.overrides, f"hydra.run.dir={args.out}"]
+    train = ["attnlab", "train", *PACKAGED, *args.overrides, f"hydra.run.dir={args.out}"]
     print("+", shlex.join(train), flush=True)
     done = subprocess.run([sys.executable, "-m", "attnlab.cli", *train[1:]])  # this Python's
     if done.returncode != 0:

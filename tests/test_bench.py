@@ -64,15 +64,13 @@ def test_train_section():
     assert r["peak_ratio"] == pytest.approx(r["gflop_per_s"] / r["peak_gflop_per_s"], rel=0.01)
 
 
-def test_the_train_section_times_the_own_strips_recipe_by_its_keys():
-    from attnlab.tasks.recipe import HEIGHTS, OWN_STRIPS, recipe_reader
+def test_the_train_section_times_the_own_strips_recipe_at_each_height():
+    from attnlab.tasks.recipe import HEIGHTS, READERS, recipe_keys
 
-    reader, keys = recipe_reader()  # timed at the tallest height it reads strips at
-    assert f"model={reader}" in OWN_STRIPS and keys[-1] == f"data.height={max(HEIGHTS)}"
-    assert [f"model={reader}", *keys[:-1]] == sorted(OWN_STRIPS, key=lambda k: k[:6] != "model=")
-    r = train.run_recipe("cpu", 0.3, TINY, peak_n=256)
-    assert r["reader"] == " ".join(["recipe:", reader, *keys])
-    assert r["overrides"] == [*keys, *TINY] and r["steps"] >= 1
+    rows = train.run_recipes("cpu", 0.2, TINY, peak_n=256)
+    assert [r["reader"] for r in rows] == [f"recipe: {READERS[h]} at {h} px" for h in HEIGHTS]
+    for height, r in zip(HEIGHTS, rows, strict=True):
+        assert r["steps"] >= 1 and r["overrides"] == [*recipe_keys(height)[1:], *TINY]
 
 
 def tiny_run(tmp_path: Path, reader: str = "attention") -> Path:

@@ -12,7 +12,7 @@ import pytest
 import tomllib
 from helpers.lock import ROOT
 
-from attnlab.api.pretrained import OWN_STRIPS, package, reading_check
+from attnlab.api.pretrained import PACKAGED, package, reading_check
 from attnlab.errors import UserError
 from attnlab.runs import checkpoint, pretrained
 
@@ -24,7 +24,7 @@ def test_the_packaged_reader_is_the_pinned_one():
     record = pretrained.record()
     assert pretrained.digest() == pins["pretrained"] == record["sha256"]
     assert record["command"].startswith("attnlab train") and all(
-        key in record["command"] for key in OWN_STRIPS
+        key in record["command"] for key in PACKAGED
     )
     # the height it reads at, as its own checkpoint says (the recipe keeps it when fine-tuning)
     ckpt = checkpoint.load(pretrained.CHECKPOINT)
@@ -68,7 +68,7 @@ def test_init_from_pretrained_fine_tunes_a_folder(tmp_path, attnlab_cli):
         "data=folder",
         f"data.path={tmp_path / 'mine'}",
         "init_from=pretrained",
-        *OWN_STRIPS,
+        *PACKAGED,
         "train.steps=2",
         "train.val_every=2",
         "train.batch_size=8",

@@ -19,9 +19,9 @@ from attnlab.evaluation.metrics import quick_scores
 from attnlab.io import write_json, write_text
 from attnlab.runs import checkpoint, pretrained
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.tasks.recipe import OWN_STRIPS
+from attnlab.tasks.recipe import PACKAGED
 
-__all__ = ["OWN_STRIPS", "package", "reading_check"]
+__all__ = ["PACKAGED", "package", "reading_check"]
 
 # The strips the record is read on: the fixed test strips of each seen length (drawn from
 # data.eval_seed, never a training strip: training draws from its own seed).

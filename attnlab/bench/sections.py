@@ -24,7 +24,7 @@ def run_section(name: str, args: Namespace, device: str) -> dict:
             for x in ([args.reader] if args.reader else common.registry_names())
         ]
         if not args.reader:  # the own-strips recipe beside the readers at their defaults
-            results.append(train.run_recipe(device, args.train_seconds, args.override))
+            results += train.run_recipes(device, args.train_seconds, args.override)
         train.show(results, device)
         r = {x["reader"]: x for x in results}
     elif name == "eval":

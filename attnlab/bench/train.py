@@ -87,17 +87,22 @@ def run(
         return out
 
 
-def run_recipe(
+def run_recipes(
     device: str, seconds: float, overrides: list[str], peak_n: int = PEAK_N
-) -> dict[str, Any]:
-    """``run`` of the own-strips recipe (attnlab.tasks.recipe: what ``attnlab train
-    data=folder`` trains), in its own process, named by its keys in the reader column."""
+) -> list[dict[str, Any]]:
+    """``run`` of the own-strips recipe at each height it reads strips at (attnlab.tasks.
+    recipe: what ``attnlab train data=folder`` trains), each in its own process, named by
+    its keys in the reader column."""
     from attnlab.bench.common import in_child
-    from attnlab.tasks.recipe import recipe_reader
+    from attnlab.tasks.recipe import HEIGHTS, recipe_keys
 
-    reader, keys = recipe_reader()
-    out = in_child(run, reader, device, seconds, [*keys, *overrides], peak_n)
-    out["reader"] = " ".join(["recipe:", reader, *keys])
+    out = []
+    for height in HEIGHTS:
+        model, *keys = recipe_keys(height)
+        reader = model.split("=", 1)[1]
+        r = in_child(run, reader, device, seconds, [*keys, *overrides], peak_n)
+        r["reader"] = f"recipe: {reader} at {height} px"
+        out.append(r)
     return out
 
 
