@@ -36,13 +36,15 @@ SETTINGS = {"crnn": ("optim.lr=0.002", "data.augmented=0", "data.elastic=0")}
 # lengths 9-10, best at step 8,500). A command that names a preset (its own budget) gets
 # none of it.
 BUDGET = ("train.batch_size=64", "train.steps=10000", "train.patience=4")
-# What scripts/pretrain.py trains on synthetic strips (32 px): the packaged reader.
-PACKAGED = (f"model={READERS[HEIGHTS[0]]}",)
 
 
 def reader_keys(reader: str) -> list[str]:
     """``model=reader`` and the settings the recipe trains it with."""
     return [f"model={reader}", *SETTINGS.get(reader, ())]
+
+
+# What scripts/pretrain.py trains on synthetic strips (32 px): the packaged reader.
+PACKAGED = tuple(reader_keys(READERS[HEIGHTS[0]]))
 
 
 def recipe_keys(height: int) -> list[str]:
