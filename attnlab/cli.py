@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -101,10 +102,10 @@ train.objective=val_exact 'optim.lr=interval(1e-4,1e-2)' (an Optuna study: trial
 the sweep folder names each trial's directory).""",
 )
 def train(ctx: typer.Context) -> None:
-    from attnlab.tasks.recipe import with_recipe
+    from attnlab.tasks.recipe import command_with
     from attnlab.tasks.train import main as task
 
-    args, said = with_recipe(list(ctx.args))  # data=folder without a reader: the recipe
+    args, said = command_with(list(ctx.args))  # data=folder without a reader, init_from
     if said:
         typer.echo(said)
     run_task(task, args, "attnlab train")
@@ -169,10 +170,11 @@ def _readers_axis(arg: str) -> str:
 
 
 def _report_sweeps(args: list[str], started: float) -> None:
-    """After a sweep: which jobs failed and where their logs are (exit 1 if any)."""
+    """After a sweep: which jobs failed and where their logs are (exit 1; Ctrl-C: 130)."""
     from attnlab.tasks.sweep import report_sweeps
 
-    if report_sweeps(args, started, typer.echo):
+    stopped = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+    if report_sweeps(args, started, typer.echo, stopped=stopped) and not stopped:
         raise typer.Exit(1)
 
 
@@ -186,6 +188,9 @@ def eval_(
     onnx: Path = typer.Option(None, "--onnx", help="Read through this run's ONNX export."),
 ) -> None:
     """Per-length accuracy and CER (seen vs unseen) and attention maps of a trained run.
+
+    Written to RUN/eval/<name>/; for pretrained (no run directory), to
+    pretrained_eval/<name>/ in the current folder.
 
     Extra key=value overrides go to the eval config, e.g. 'eval.lengths=[1,20]' eval.maps_k=5
     checkpoint=last.
@@ -380,6 +385,8 @@ def run() -> None:
     what is left frozen (``gc.freeze``) so that the exit skips its last collections over
     torch's objects (~1 s a command: scripts/README.md, "Other measured figures"). Exit
     handlers still run; every file a command writes is closed before it returns."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started by `&`: Ctrl-C stops it too
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     finally:

@@ -1,20 +1,31 @@
 """The one atomic writer: every file attnlab writes is written whole or not at all.
 
-A file is written to a temporary name in its own folder, flushed to disk, given the mode
-the process umask gives an ordinary new file (0644 under the usual 022; ``mkstemp`` alone
-would leave 0600, unreadable to colleagues on a shared cluster), then renamed into place.
+A file is written to a temporary name in its own folder, created the way ``open(path, "w")``
+creates a file (mode 0o666 under the process umask: 0644 under the usual 022, never
+``mkstemp``'s 0600, unreadable to colleagues on a shared cluster; the umask is never
+changed, not even for a moment, so other threads' files keep theirs), flushed to disk,
+renamed into place, and the rename made durable by flushing the folder.
 Text, JSON, CSV, PNG and checkpoints all go through ``atomic_write``.
+
+A folder (``atomic_dir``) is filled under a hidden name and then swapped with the old one in
+one step (Linux ``renameat2(RENAME_EXCHANGE)``) or, where the OS cannot swap, the old one is
+renamed aside first; at every instant the old folder or the new one is whole on disk, and
+the next call puts a set-aside folder back when its replacement never arrived.
 """
 
 from __future__ import annotations
 
 import csv
 import errno
+import functools
 import hashlib
 import io
 import json
 import os
-import tempfile
+import secrets
+import shutil
+import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,17 +35,81 @@ from attnlab.errors import UserError
 TMP_SUFFIX = ".tmp"
 # A folder being written: .<name>.partial beside its final name, renamed when complete.
 PARTIAL = ".partial"
+# An old folder renamed aside while its replacement moves in (only where the OS cannot swap
+# two names in one step): .<name>.aside, whole; put back if the replacement never arrived.
+ASIDE = ".aside"
+# Crash tests: a writer whose environment names one of its steps here kills itself
+# (SIGKILL) at that step ("file:written", "dir:written", "dir:exchanged", "dir:aside", ...).
+CRASH_AT = "ATTNLAB_IO_CRASH_AT"
 
 
 class WriteError(UserError):
     """A file that cannot be written (a full disk, no permission, a folder in the way)."""
 
 
+def current_umask() -> int:
+    """The process umask, read without setting it (``os.umask`` can only set it: setting it
+    to read it would give another thread's new file the wrong mode for that moment)."""
+    try:  # Linux 4.7+
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    import tempfile  # elsewhere: the mode a new file is given, seen on a probe file
+
+    folder = tempfile.mkdtemp(prefix=".attnlab-umask-")
+    try:
+        fd = os.open(os.path.join(folder, "probe"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o777)
+        try:
+            return 0o777 & ~os.fstat(fd).st_mode
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def file_mode() -> int:
     """The mode ``open(path, "w")`` would give a new file under the current umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+    return 0o666 & ~current_umask()
+
+
+def crash_point(step: str) -> None:
+    """A named step of a write; the crash tests kill the writer here (``CRASH_AT``)."""
+    if os.environ.get(CRASH_AT) == step:
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
+def fsync_dir(folder: Path | str) -> None:
+    """Make the renames in ``folder`` durable by flushing the folder itself (POSIX); a
+    no-op where a folder cannot be opened or flushed (Windows, some network filesystems)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as err:
+        if err.errno in (errno.EACCES, errno.EISDIR, errno.EPERM):
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _new_tmp(path: Path) -> Path:
+    """A new empty file ``.<name>.<random>.tmp`` beside ``path``, created with 0o666 under
+    the process umask (the mode ``open(path, "w")`` gives), never an existing one."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path.parent))
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
@@ -48,17 +123,17 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
         raise WriteError(f"cannot write {path}: it is a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+        tmp = _new_tmp(path)
     except OSError as err:
         raise WriteError(f"cannot write {path}: {os_reason(err, path)}") from err
-    os.close(fd)
-    tmp = Path(name)
     try:
         write(tmp)
         with open(tmp, "rb+") as fh:  # the bytes are on disk before the name points at them
             os.fsync(fh.fileno())
-        os.chmod(tmp, file_mode())
+        crash_point("file:written")
         os.replace(tmp, path)
+        crash_point("file:renamed")
+        fsync_dir(path.parent)  # and the name is on disk too
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise WriteError(f"cannot write {path}: {os_reason(err, path)}") from err
@@ -91,8 +166,6 @@ def os_reason(err: OSError, path: Path) -> str:
 
 def free_space(folder: Path) -> str:
     """The free space of the disk holding ``folder``, in words ("512 bytes", "3.4 MB")."""
-    import shutil
-
     size = float(shutil.disk_usage(folder).free)
     units = ["bytes", "KB", "MB", "GB", "TB"]
     while size >= 1024 and len(units) > 1:
@@ -156,27 +229,123 @@ def remove_orphans(folder: Path | str) -> list[Path]:
 
 def atomic_dir(final: Path | str, write: Callable[[Path], None]) -> Path:
     """A folder written whole or not at all: ``write(folder)`` fills ``.<name>.partial``
-    beside ``final``, which then replaces ``final`` (an earlier one is replaced whole).
-    Partial folders a killed writer left are removed first (callers hold the run's lock)."""
-    import shutil
-
+    beside ``final``, which then replaces ``final`` (an earlier one is replaced whole: at
+    every instant the old folder or the new one is whole, see ``_swap_in``). What a killed
+    writer left beside it is settled first (``settle_dirs``; callers hold the run's lock)."""
     final = Path(final)
+    if final.is_symlink() or (final.exists() and not final.is_dir()):
+        raise WriteError(f"cannot write {final}: it is not a folder")
     work = final.parent / f".{final.name}{PARTIAL}"
-    for orphan in final.parent.glob(f".*{PARTIAL}"):
-        shutil.rmtree(orphan, ignore_errors=True)
     try:
+        settle_dirs(final.parent)
         work.mkdir(parents=True)
         write(work)
+        crash_point("dir:written")
+        _swap_in(work, final)
     except OSError as err:
         shutil.rmtree(work, ignore_errors=True)
         raise WriteError(f"cannot write {final}: {err.strerror or err}") from err
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    if final.exists():
-        shutil.rmtree(final)
-    work.rename(final)
     return final
+
+
+def settle_dirs(folder: Path | str) -> list[Path]:
+    """Settle what killed ``atomic_dir`` writers left in ``folder``: a folder set aside
+    (``.<name>.aside``) goes back to ``<name>`` when no ``<name>`` arrived (it is the only
+    whole copy) and is removed when one did; partial folders (``.<name>.partial``, never
+    the only whole copy) are removed. Returns the folders put back."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    back = []
+    for aside in sorted(p for p in folder.glob(f".*{ASIDE}") if p.is_dir()):
+        final = folder / aside.name.removeprefix(".").removesuffix(ASIDE)
+        if final.exists() or final.is_symlink():
+            _discard(aside)
+        else:
+            aside.rename(final)
+            back.append(final)
+    if back:
+        fsync_dir(folder)
+    for orphan in folder.glob(f".*{PARTIAL}"):
+        shutil.rmtree(orphan, ignore_errors=True)
+    return back
+
+
+def _swap_in(work: Path, final: Path) -> None:
+    """Put the finished folder ``work`` at ``final``. An old ``final`` is swapped with
+    ``work`` in one step where the OS can (it is then removed under ``work``'s name), else
+    renamed aside first (``.<name>.aside``), ``work`` renamed into place, and the aside
+    folder removed; a crash between leaves a whole copy that ``settle_dirs`` keeps."""
+    if not final.exists():
+        work.rename(final)
+        crash_point("dir:placed")
+        fsync_dir(final.parent)
+        return
+    if _exchange(work, final):
+        crash_point("dir:exchanged")
+        fsync_dir(final.parent)
+        shutil.rmtree(work, ignore_errors=True)  # the old folder; or the next call's sweep
+        return
+    aside = final.parent / f".{final.name}{ASIDE}"
+    final.rename(aside)  # settle_dirs left no aside folder of this name
+    crash_point("dir:aside")
+    try:
+        work.rename(final)
+    except OSError:
+        aside.rename(final)
+        raise
+    crash_point("dir:placed")
+    fsync_dir(final.parent)
+    _discard(aside)
+
+
+def _discard(aside: Path) -> None:
+    """Remove a set-aside folder whose replacement is in place: first renamed to a partial
+    name, so that a folder named ``.<name>.aside`` is always whole."""
+    doomed = aside.with_name(aside.name + PARTIAL)
+    shutil.rmtree(doomed, ignore_errors=True)
+    aside.rename(doomed)
+    crash_point("dir:discarding")
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the names ``a`` and ``b`` in one step (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``); False where the OS, its C library or the filesystem cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    import ctypes
+
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """The C library's ``renameat2`` (glibc 2.28+, musl 1.2.5+), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def file_digest(path: Path) -> str:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attnlab.api.pretrained import PACKAGED, package
+from attnlab.maintain.packaging import PACKAGED, package
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ import torch
 from PIL import Image
 
 import attnlab
-from attnlab.data.export import export_folder
 from attnlab.data.strips import StripSynth
+from attnlab.data.write_strips import export_folder
 from attnlab.report import build_report
 
 EVAL = "synthetic-greedy"

@@ -190,7 +190,9 @@ def test_a_run_still_training_is_read_with_a_warning(trained, copy_run, attnlab_
         assert f"attnlab: warning: {run}: still training (train, pid {proc.pid}" in err, err
         assert err.count("\n") == 1
         png = run.parent / "s.png"
-        Image.fromarray(np.full((32, 60), 255, np.uint8)).save(png)
+        page = np.full((32, 60), 255, np.uint8)
+        page[8:24, 20:24] = 0  # a stroke: a blank page would be refused, not read
+        Image.fromarray(page).save(png)
         res = attnlab_run("read", png, "--run", run, cwd=run.parent)
         assert res.returncode == 0 and "still training" in res.stderr, res.stderr
     finally:

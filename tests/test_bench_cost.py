@@ -317,3 +317,28 @@ def test_cost_times_on_one_thread_unless_asked_and_says_when_timings_disagree():
     said = disagreeing([row, {**row, "length": 16, "time_spread": 4.0}])
     assert said.startswith("warning: repeated timings disagree by up to x4.0")
     assert "length 16; 1 of 2 rows" in said and "2 thread(s) at load 3.1" in said
+
+
+def test_the_counter_uses_no_private_api_of_torch():
+    """Issue 57: torch is unpinned (torch>=2.1), so the counter keeps to torch's public API
+    (FlopCounterMode, get_total_flops, register_flop_formula, module hooks): no override of
+    FlopCounterMode's private _count_flops, no read of its flop_registry."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cost_count))
+    private = {
+        node.attr if isinstance(node, ast.Attribute) else node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Attribute, ast.FunctionDef))
+    } | {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not private & {"_count_flops", "flop_registry", "mod_tracker"}, private
+    imported = {
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module == "torch.utils.flop_counter"
+        for a in n.names
+    }
+    from torch.utils import flop_counter
+
+    assert imported <= set(flop_counter.__all__), imported - set(flop_counter.__all__)

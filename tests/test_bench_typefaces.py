@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from attnlab.bench import typefaces
-from attnlab.data.folder import load_folder
+from attnlab.config import DataConfig
+from attnlab.data.recorded import folder_strips
 
 
 @pytest.mark.parametrize("family", list(typefaces.FAMILIES))
@@ -18,7 +19,7 @@ def test_every_family_has_fonts_that_draw_ink_in_both_kinds(family, tmp_path):
     # listed, made blank test strips).
     whole = typefaces.whole_string_folder(tmp_path / "whole", fonts, 1, [1, 4], seed=1, free=True)
     for kind, folder, n in (("synthetic", synthetic, 3), ("whole-string", whole, len(fonts))):
-        strips, _ = load_folder(folder, 32)  # as drawn: no polarity or crop to hide a blank
+        strips, _ = folder_strips(folder, DataConfig(), False)  # as drawn: no crop hides a blank
         assert sorted(len(s) for s in strips.labels) == [1] * n + [4] * n
         for i in range(len(strips)):  # no blank strip: ink far darker than the paper
             pixels = strips.images[i, :, : int(strips.widths[i])]

@@ -10,10 +10,10 @@ from helpers.images import strip_png
 from helpers.readers import tiny_config
 from PIL import Image, ImageOps
 
-from attnlab.data.export import export_folder
 from attnlab.data.folder import read_labels
 from attnlab.data.sources import check_charset, open_source
 from attnlab.data.strips import StripSynth
+from attnlab.data.write_strips import export_folder
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
 from attnlab.training.trainer import Trainer

@@ -17,7 +17,7 @@ from helpers.groups import grouped_sources, plain_folder
 from helpers.readers import tiny_config
 from helpers.runs import one_line_error
 
-from attnlab.data.dedup import image_key
+from attnlab.data.dedup import KEY
 from attnlab.data.sources import decode_all, open_source
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
@@ -42,7 +42,7 @@ def _keys(path: Path) -> dict[str, str]:
     read here independently."""
     d = tiny_config("attention").data
     cache = decode_all(open_source(path), d.height, d.crop)
-    return dict(zip(cache.ids, (image_key(im)[:16] for im in cache.images), strict=True))
+    return dict(zip(cache.ids, (k[:KEY] for k in cache.keys), strict=True))
 
 
 def _plain_copy(folder: Path, dest: Path, rows: slice = slice(None)) -> Path:

@@ -11,10 +11,10 @@ from helpers.readers import tiny_config
 
 from attnlab.config.data import AUGMENT_NAMES
 from attnlab.data import photo
-from attnlab.data.export import export_folder
 from attnlab.data.source_train import SourceStream
 from attnlab.data.sources import decode_all, open_source
 from attnlab.data.strips import StripSynth
+from attnlab.data.write_strips import export_folder
 
 TINY = ["train", "preset=tiny", "train.progress=plain"]
 

@@ -17,7 +17,7 @@ from helpers.groups import grouped_sources, plain_folder
 from helpers.readers import tiny_config
 from helpers.runs import one_line_error
 
-from attnlab.data.dedup import image_key
+from attnlab.data.dedup import KEY
 from attnlab.data.sources import decode_all, open_source
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
@@ -66,7 +66,7 @@ def _keys(path: Path) -> dict[str, str]:
     """Per strip id of a source: its decoded image's key, read here independently."""
     d = tiny_config("attention").data
     cache = decode_all(open_source(path), d.height, d.crop)
-    return dict(zip(cache.ids, (image_key(im) for im in cache.images), strict=True))
+    return dict(zip(cache.ids, (k[:KEY] for k in cache.keys), strict=True))
 
 
 def _eval(run: Path):

@@ -12,11 +12,11 @@ import torch
 from helpers.readers import tiny_config
 from PIL import Image
 
-from attnlab.data.export import export_folder
 from attnlab.data.source_train import SourceStream
 from attnlab.data.sources import decode_all, open_source
 from attnlab.data.split import held_out
 from attnlab.data.strips import StripSynth
+from attnlab.data.write_strips import export_folder
 
 TINY = ["preset=tiny", "train.progress=plain"]
 
@@ -100,6 +100,14 @@ def _strip(path, label_width=40, ink=True, paper=255):
     im.save(path)
 
 
+def _faint(path):
+    """4 px wide: its stroke too faint for the crop to find (it stays 4 px wide), not blank
+    (a blank image is refused before its label is looked at)."""
+    im = Image.new("L", (4, 32), 255)
+    im.paste(250, (1, 8, 2, 24))
+    im.save(path)
+
+
 def _refused(attnlab_cli, tmp_path, data, *extra):
     run = tmp_path / "run"
     res = attnlab_cli(
@@ -144,7 +152,7 @@ def test_a_refusal_after_a_warning_leaves_no_log(tmp_path, attnlab_run):
     # refused: the job log that warning opened goes with the refusal.
     folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
     _strip(folder / "dark.png", paper=0)
-    _strip(folder / "narrow.png", label_width=4, ink=False)
+    _faint(folder / "narrow.png")
     with open(folder / "labels.csv", "a") as f:
         f.write("dark.png,12\nnarrow.png,123\n")
     err = _refused(attnlab_run, tmp_path, folder, f"data.val_path={folder}")
@@ -155,7 +163,7 @@ def test_a_label_too_long_is_refused_or_skipped(tmp_path, attnlab_cli):
     folder = _folder(tmp_path, [(f"s{i}.png", "12") for i in range(10)])
     for i in range(10):  # ten distinct inks (identical strips would count once)
         _strip(folder / f"s{i}.png", label_width=40 + 4 * i)
-    _strip(folder / "narrow.png", label_width=4, ink=False)  # 4 px: 2 columns at stride 2
+    _faint(folder / "narrow.png")  # 4 px: 2 columns at stride 2
     with open(folder / "labels.csv", "a") as f:
         f.write("narrow.png,123\n")
     other = tmp_path / "other"

@@ -43,8 +43,8 @@ def strip_files(tmp_path_factory) -> list[Path]:
     import torch
     from helpers.readers import tiny_config
 
-    from attnlab.data.export import export_folder
     from attnlab.data.strips import StripSynth
+    from attnlab.data.write_strips import export_folder
 
     root = tmp_path_factory.mktemp("strips")
     synth = StripSynth(tiny_config("attention").data)  # the glyph bank the runs trained on

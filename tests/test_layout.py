@@ -98,8 +98,9 @@ def test_the_import_guard_names_a_test_module_imported(tmp_path):
 @pytest.fixture(scope="module")
 def watched_training(tmp_path_factory) -> dict:
     """``attnlab train preset=tiny train.steps=2`` in this process (the session's own
-    ``train``), counting the config checks and the reader's builds (meta device or not), and
-    recording every attribute of the trainer set from outside its own methods once built."""
+    ``train``), counting the config checks and the reader's builds (meta device or not), then
+    the same run resumed to ``train.steps=4``; recording every attribute of a trainer set by
+    code outside attnlab/training/trainer.py, while it is built (a resume) or after."""
     import torch
 
     from attnlab.models import registry
@@ -119,20 +120,18 @@ def watched_training(tmp_path_factory) -> dict:
         seen["builds"].append(next(reader.parameters()).device.type)
         return reader
 
+    own = Path(sys.modules[Trainer.__module__].__file__).resolve()
+
     class Watched(Trainer):
-        built = False
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.built = True
-
         def __setattr__(self, name, value):
-            caller = sys._getframe(1)
-            if self.built and caller.f_locals.get("self") is not self:
-                seen["outside"].append(f"{name} (set in {caller.f_code.co_name})")
+            code = sys._getframe(1).f_code  # whoever assigns: the trainer's own module only
+            if Path(code.co_filename).resolve() != own:
+                where = f"{Path(code.co_filename).name}:{code.co_name}"
+                seen["outside"].append(f"{name} (set in {where})")
             super().__setattr__(name, value)
 
-    cfg = compose(["preset=tiny", "train.steps=2", "train.threads=1", "train.progress=plain"])
+    cfg_args = ["preset=tiny", "train.steps=2", "train.threads=1", "train.progress=plain"]
+    cfg = compose(cfg_args)
     run = tmp_path_factory.mktemp("house") / "run"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(prepare, "check_training", counted_check)
@@ -143,6 +142,9 @@ def watched_training(tmp_path_factory) -> dict:
         threads = torch.get_num_threads()
         try:
             seen["metrics"] = session.train(cfg, run)
+            seen["first"] = {"checks": seen["checks"], "builds": list(seen["builds"])}
+            more = compose([a.replace("steps=2", "steps=4") for a in cfg_args])
+            seen["resumed"] = session.train(more, run)  # last.pt restored into the trainer
         finally:
             torch.set_num_threads(threads)
     seen["run"] = run
@@ -152,29 +154,34 @@ def watched_training(tmp_path_factory) -> dict:
 def test_a_training_command_checks_its_config_once(watched_training):
     assert watched_training["metrics"]["step"] == 2  # it trained, to its end
     assert (watched_training["run"] / "metrics.json").is_file()
-    assert watched_training["checks"] == 1
+    assert watched_training["first"]["checks"] == 1
     # the reader: once on the meta device for its size, once to train
-    builds = watched_training["builds"]
+    builds = watched_training["first"]["builds"]
     assert len(builds) == 2 and builds[0] == "meta" and builds[1] != "meta", builds
 
 
 def test_nobody_patches_a_trainer_once_built(watched_training):
     assert watched_training["metrics"]["step"] == 2
+    assert watched_training["resumed"]["step"] == 4  # built from last.pt, then trained on
     assert watched_training["outside"] == []
 
 
-def test_no_module_assigns_to_a_trainer_it_built():
-    """Across attnlab/ and scripts/: a name bound to ``Trainer(...)`` never has an attribute
-    assigned (what the trainer needs goes to its constructor)."""
+def assigned_trainers(paths: list[Path], root: Path) -> list[str]:
+    """Every assignment to an attribute of a trainer in ``paths``: of a name bound to
+    ``Trainer(...)``, or of a parameter that is one (annotated ``Trainer`` or named
+    ``trainer``), by ``=``, ``+=``, an annotated assignment or ``setattr``."""
     found = []
-    for path in _sources(PACKAGE) + _sources(ROOT / "scripts"):
-        text = path.read_text()
-        if "Trainer(" not in text:
-            continue
-        for fn in ast.walk(ast.parse(text, str(path))):
+    for path in paths:
+        for fn in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
+            params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
             built = {
+                a.arg
+                for a in params
+                if a.arg == "trainer" or "Trainer" in ast.unparse(a.annotation or ast.Constant(""))
+            }
+            built |= {
                 t.id
                 for node in ast.walk(fn)
                 if isinstance(node, ast.Assign) and _calls(node.value, "Trainer")
@@ -183,11 +190,35 @@ def test_no_module_assigns_to_a_trainer_it_built():
             }
             for node in ast.walk(fn):
                 targets = node.targets if isinstance(node, ast.Assign) else []
-                targets = [node.target] if isinstance(node, ast.AugAssign) else targets
+                if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                    targets = [node.target]
+                if _calls(node, "setattr") and node.args:
+                    targets = [ast.Attribute(node.args[0], "?", lineno=node.lineno)]
                 for t in targets:
                     if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) in built:
-                        found.append(f"{path.relative_to(ROOT)}:{t.lineno} {t.value.id}.{t.attr}")
-    assert found == []
+                        found.append(f"{path.relative_to(root)}:{t.lineno} {t.value.id}.{t.attr}")
+    return found
+
+
+def test_no_module_assigns_to_a_trainer():
+    """Across attnlab/ and scripts/: nobody assigns a trainer's attributes but the trainer
+    (what it needs goes to its constructor; what it changes is its ``state``)."""
+    assert assigned_trainers(_sources(PACKAGE) + _sources(ROOT / "scripts"), ROOT) == []
+
+
+def test_the_trainer_guard_names_an_assignment_from_outside(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    code = (
+        "def resume(trainer, step):\n    trainer.step = step\n\n"
+        "def load(t: 'Trainer', h):\n    t.history += h\n    setattr(t, 'best', None)\n\n"
+        "def run(cfg):\n    tr = Trainer(cfg)\n    tr.writer: int = 3\n    t = cfg.train\n"
+        "    t.steps = 4\n"
+    )
+    (tmp_path / "pkg" / "m.py").write_text(code)
+    found = assigned_trainers([tmp_path / "pkg" / "m.py"], tmp_path)
+    assert found == [
+        "pkg/m.py:2 trainer.step", "pkg/m.py:5 t.history", "pkg/m.py:6 t.?", "pkg/m.py:10 tr.writer"
+    ]  # fmt: skip
 
 
 def _calls(node: ast.AST, name: str) -> bool:
@@ -199,6 +230,8 @@ def _calls(node: ast.AST, name: str) -> bool:
 # The package's layers from the ground up (README "Layout"): a module may import its own
 # layer and those below it, never one above. A room is a top-level module or subpackage of
 # attnlab/ (attnlab/__init__.py is "__init__": the public face, which imports only errors).
+# api/ is what a notebook imports; maintain/, above everything a user runs, is for whoever
+# maintains the project (scripts/lab_figures.py, scripts/pretrain.py).
 LAYERS = (
     ("__init__", "errors", "progress", "io", "runtime", "threads", "shadowing", "weights"),
     ("config",),
@@ -213,6 +246,7 @@ LAYERS = (
     ("bench",),
     ("api",),
     ("cli",),
+    ("maintain",),  # the maintainer's tools (lab figures, packaging): nothing imports them
 )
 
 
@@ -342,3 +376,13 @@ def test_the_layer_guard_names_an_import_that_runs_up(tmp_path):
     (pkg / "nowhere.py").write_text("from pkg.config import keys\n")
     assert upward(pkg) == ["pkg/nowhere.py:1 pkg.nowhere -> pkg.config.keys (not in LAYERS)"]
     assert circles(pkg) == []
+
+
+def test_api_holds_only_what_a_notebook_imports():
+    """attnlab/api/ is the modules behind ``attnlab.load``, ``results`` and ``compare`` (and
+    their types); a maintainer's tool put there (lab figures, weight packaging) is named."""
+    import attnlab
+
+    api = {f"attnlab.api.{p.stem}" for p in (PACKAGE / "api").glob("*.py") if p.stem != "__init__"}
+    assert api == set(attnlab._LAZY.values())
+    assert _layer("attnlab.maintain.labfigures") == len(LAYERS) - 1  # the top: nothing imports it

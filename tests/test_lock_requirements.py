@@ -101,3 +101,30 @@ def test_make_lock_without_an_index_is_one_line_and_leaves_the_lock(tmp_path):
     assert done.returncode != 0 and len(said) == 1, done.stderr
     assert said[0].startswith("make lock: pip-compile failed (") and "left as it was" in said[0]
     assert (tmp_path / "requirements.lock").read_bytes() == before
+
+
+# What hydra_plugins/attnlab_slurm uses beyond the public API (issue 57), and the versions it
+# was checked on: the plugin's launch is copied from 1.2.0; submitit's job watcher is
+# subclassed, reading its private state.
+SLURM_PRIVATE = ("_sub_jobs", "_registered", "_finished", "_info_dict", "_make_command")
+CHECKED_ON = {"submitit": ("1.5.4", "1.6"), "hydra-submitit-launcher": ("1.2.0", "1.3")}
+
+
+def test_the_private_api_the_slurm_launcher_uses_is_bounded_to_the_versions_checked():
+    source = (ROOT / "hydra_plugins" / "attnlab_slurm" / "launcher.py").read_text()
+    used = [name for name in SLURM_PRIVATE if name in source]
+    deps = {
+        Requirement(d).name: Requirement(d) for d in read_pyproject()["project"]["dependencies"]
+    }
+    for name, (checked, next_minor) in CHECKED_ON.items():
+        spec = deps.get(name)
+        assert spec is not None, f"pyproject.toml: {name} must be a bounded dependency"
+        assert spec.specifier.contains(checked), f"{name}{spec.specifier} excludes {checked}"
+        if used or name == "hydra-submitit-launcher":
+            assert not spec.specifier.contains(next_minor), (
+                f"pyproject.toml allows {name}{spec.specifier} (>= {next_minor}), but "
+                f"hydra_plugins/attnlab_slurm/launcher.py uses its private API ({', '.join(used)}; "
+                f"the plugin's launch copied from 1.2.0), checked on {checked} only: keep the "
+                "upper bound, or move the launcher to submitit's public Job API first"
+            )
+        assert metadata.version(name) == checked or spec.specifier.contains(metadata.version(name))

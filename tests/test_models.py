@@ -8,7 +8,7 @@ from helpers.readers import strips, tiny_config
 from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, TrainStream
 from attnlab.errors import UserError
-from attnlab.models import registry, tokens
+from attnlab.models import encoders, registry, tokens
 from attnlab.models.base import count_parameters
 from attnlab.models.scoring import Scorer, masked_softmax
 from attnlab.models.stepwise import beam_search, greedy
@@ -154,9 +154,9 @@ def test_column_convolutions_see_the_strip_alone_whatever_it_is_batched_with(ove
             assert torch.allclose(alone[0], batch[i, : int(n[0])], atol=1e-5)
 
 
-@pytest.mark.parametrize("backbone", ["column", "vgg", "resnet"])
+@pytest.mark.parametrize("backbone", encoders.names())
 def test_every_encoder_sees_the_strip_alone_whatever_it_is_batched_with(backbone):
-    """encoder=column|vgg|resnet (eval mode): noise past a strip's width and the other
+    """Every registered encoder (eval mode): noise past a strip's width and the other
     strips of its batch do not move its states."""
     cfg = tiny_config("attention", f"encoder={backbone}")
     torch.manual_seed(0)

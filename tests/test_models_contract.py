@@ -14,7 +14,7 @@ from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import plain_config
 from attnlab.data.strips import StripSynth, TrainStream
-from attnlab.models import registry
+from attnlab.models import encoders, registry
 from attnlab.runs import checkpoint
 
 READERS = registry.names()
@@ -140,13 +140,12 @@ def test_every_reader_exports_to_onnx_and_passes_parity_or_is_refused_in_one_lin
     pytest.importorskip("onnxruntime")
     from attnlab.errors import UserError
     from attnlab.export.exporter import export_run
-    from attnlab.export.graphs import REFUSED
 
     cfg = tiny_config(name)
     m = tiny_reader(name, seed=5)
     path = checkpoint.Checkpoint(m.name, m.state_dict(), plain_config(cfg)).save(tmp_path / "c.pt")
     out = tmp_path / "export"
-    if name in REFUSED:
+    if registry.get(name).reader.ONNX_REFUSED:  # the reader says why it cannot be
         with pytest.raises(UserError, match=f"^the {name} reader cannot be exported to ONNX: "):
             export_run(path, out, say=lambda _: None)
         assert not out.exists()
@@ -191,7 +190,7 @@ print("dynamo", "torch._dynamo" in sys.modules)
         assert weights and all(bool(p.abs().sum() > 0) for p in weights), name  # initialised
 
 
-@pytest.mark.parametrize("backbone", ["vgg", "resnet"])
+@pytest.mark.parametrize("backbone", [n for n in encoders.names() if n != encoders.DEFAULT])
 @pytest.mark.parametrize("name", READERS)
 def test_every_reader_reads_and_trains_with_every_conv_encoder(name, backbone):
     """Readers x encoders (the column encoder is every test above): a strip reads the same

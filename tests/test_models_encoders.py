@@ -12,18 +12,26 @@ from helpers.readers import strips, tiny_config, tiny_reader
 
 from attnlab.config import plain_config
 from attnlab.errors import UserError
-from attnlab.export.graphs import REFUSED
 from attnlab.models import encoders, registry
 from attnlab.runs import checkpoint
 from attnlab.tasks.compose import compose
 
-CONV = ["vgg", "resnet"]
-# Every reader ONNX can hold (export/graphs.py REFUSED: the transformer's growing cache).
-EXPORTABLE = [n for n in registry.names() if n not in REFUSED]
+# Every encoder beyond the lab's column encoder is a conv encoder (``_conv.ConvColumns``).
+CONV = [n for n in encoders.names() if n != encoders.DEFAULT]
+# Every reader ONNX can hold (each other says why not: Reader.ONNX_REFUSED).
+EXPORTABLE = [n for n in registry.names() if not registry.get(n).reader.ONNX_REFUSED]
 
 
 def test_the_encoders_are_the_packaged_modules_the_lab_s_first():
-    assert encoders.names() == ["column", "resnet", "vgg"]
+    from importlib.resources import files
+
+    folder = files("attnlab").joinpath("models", "encoders")
+    modules = sorted(p.name[:-3] for p in folder.iterdir() if p.name.endswith(".py"))
+    packaged = [n for n in modules if not n.startswith("_")]
+    assert encoders.names() == ["column", *(n for n in packaged if n != "column")]
+    assert {"vgg", "resnet"} <= set(encoders.names())
+    yamls = files("attnlab.conf").joinpath("encoder")
+    assert all(yamls.joinpath(f"{n}.yaml").is_file() for n in encoders.names())
     assert compose([]).model.backbone == "column"  # the lab's default is unchanged
     assert compose(["encoder=resnet"]).model.backbone == "resnet"
     assert compose(["model=crnn"]).model.backbone == "vgg"
@@ -138,10 +146,13 @@ def test_a_reader_with_a_conv_encoder_exports_to_onnx_and_passes_parity(name, ba
     assert figures["max_logit_diff"] <= 1e-4 and figures["readings_compared"] >= 4 * 32
 
 
+KNOWN = "|".join(encoders.names())
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["model.backbone=alexnet"], "model.backbone='alexnet': must be one of column|resnet|vgg"),
+        (["model.backbone=alexnet"], f"model.backbone='alexnet': must be one of {KNOWN}"),
         (["encoder=vgg", "model.conv_channels=[]"], "model.conv_channels=[]: must be one or"),
         (["encoder=vgg", "model.conv_channels=[8]"], "model.stride=8: needs at least 3 conv"),
         (["encoder=resnet", "data.height=40"], "data.height=40: must be divisible by 16"),

@@ -59,7 +59,7 @@ def test_changing_a_later_target_token_never_changes_earlier_logits(pos):
 
 @pytest.mark.parametrize("encoder", ["gru", "transformer"])
 def test_padded_columns_get_zero_cross_attention_and_their_pixels_change_nothing(encoder):
-    m = tiny_reader(NAME, f"model.encoder={encoder}")
+    m = tiny_reader(NAME, f"model.columns={encoder}")
     s = strips([1, 6, 3])
     noisy = s.images.clone()
     cols = torch.arange(noisy.shape[-1])
@@ -96,7 +96,7 @@ def read_cached_and_uncached(m, s, beam, lengths=None):
 @pytest.mark.parametrize("pos", ["sinusoidal", "learned", "relative", "rotary"])
 @pytest.mark.parametrize("beam", [1, 3])
 def test_cached_and_uncached_decoding_give_the_same_readings_and_scores(pos, beam):
-    m = tiny_reader(NAME, f"model.pos={pos}", "model.encoder=transformer", seed=4)
+    m = tiny_reader(NAME, f"model.pos={pos}", "model.columns=transformer", seed=4)
     s = strips([5, 3, 6], seed=1)
     read_cached_and_uncached(m, s, beam, lengths=torch.tensor([5, 3, 6]))  # a few steps
 
@@ -180,7 +180,7 @@ def test_learned_positions_past_their_table_raise_a_user_error_naming_the_key():
         with pytest.raises(UserError, match=r"model\.max_len"):
             m.read(s.images, s.widths, lengths=torch.tensor([6]))  # 7 steps: past 4
     cols = tiny_reader(
-        NAME, "model.encoder=transformer", "model.enc_pos=learned", "model.max_len=8"
+        NAME, "model.columns=transformer", "model.enc_pos=learned", "model.max_len=8"
     )
     with pytest.raises(UserError, match=r"model\.enc_pos=learned"):
         cols.encode(s.images, s.widths)  # a 2-digit strip has more than 8 columns
@@ -226,7 +226,7 @@ def test_the_returned_weights_are_the_mean_of_the_chosen_layers_heads():
 
 def test_transformer_columns_replace_the_bigru():
     gru = tiny_reader(NAME)
-    cols = tiny_reader(NAME, "model.encoder=transformer")
+    cols = tiny_reader(NAME, "model.columns=transformer")
     assert any(n.startswith("encoder.gru.") for n, _ in gru.named_parameters())
     assert not any(n.startswith("encoder.gru.") for n, _ in cols.named_parameters())
     assert len(cols.column_encoder.layers) == 1 and len(gru.column_encoder.layers) == 0
@@ -254,7 +254,7 @@ def test_rotary_needs_an_even_head_width():
 
 
 def test_loss_and_reading_run_under_bf16_autocast():
-    m = tiny_reader(NAME, "model.encoder=transformer", "model.pos=relative")
+    m = tiny_reader(NAME, "model.columns=transformer", "model.pos=relative")
     s = strips([2, 5])
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = m.loss(s.images, s.widths, s.labels)
@@ -289,7 +289,7 @@ def test_readers_with_one_attention_have_no_head_maps():
 
 
 def test_a_column_encoder_without_its_bigru_gives_features_only():
-    m = tiny_reader(NAME, "model.encoder=transformer")
+    m = tiny_reader(NAME, "model.columns=transformer")
     s = strips([3])
     feats, lengths = m.encoder.features(s.images, s.widths)
     assert feats.shape[:2] == (1, int(lengths[0]))

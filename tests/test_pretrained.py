@@ -1,7 +1,7 @@
 """The packaged reader (``pretrained``): the file is the one lock-pins.toml pins, it reads
 the fixed synthetic test strips as its record says, ``attnlab read --run pretrained`` and
 ``init_from=pretrained`` use it straight after install, and ``scripts/pretrain.py``'s
-packaging step (``attnlab.api.pretrained.package``) writes a file and record that agree."""
+packaging step (``attnlab.maintain.packaging.package``) writes a file and record that agree."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import tomllib
 from helpers.lock import ROOT
 
-from attnlab.api.pretrained import PACKAGED, package, reading_check
 from attnlab.errors import UserError
+from attnlab.maintain.packaging import PACKAGED, package, reading_check
 from attnlab.runs import checkpoint, pretrained
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ import pytest
 import typer
 from helpers.pages import readme_commands
 
-from attnlab.api import labdoc, labfigures
+from attnlab.maintain import labdoc, labfigures
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -284,7 +284,7 @@ def test_the_two_commands_block_is_two_commands():
     assert [ln[:3] for ln in lines] == [["attnlab", "sweep", "lengths"], ["attnlab", "report"]]
 
 
-# --- the lab figures' markers (attnlab.api.labdoc) and scripts/lab_figures.py ----------------
+# --- the lab figures' markers (attnlab.maintain.labdoc) and scripts/lab_figures.py ----------------
 
 
 def _script():

@@ -304,8 +304,9 @@ def test_ctrl_c_to_the_sweeps_process_group_ends_every_job_interrupted(tmp_path,
     cmd.append(f"hydra.sweep.dir={sweep}")
     pipe = subprocess.PIPE
     proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=cli_env, stdout=pipe, stderr=pipe, text=True, start_new_session=True
-    )
+        cmd, cwd=tmp_path, env=cli_env, stdout=pipe, stderr=pipe, text=True,
+        start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal,
+    )  # fmt: skip
 
     def trained_some() -> bool:  # both jobs past step 5, far from a checkpoint (every 1000)
         logs = list(sweep.glob("*/train.log"))
@@ -324,7 +325,7 @@ def test_ctrl_c_to_the_sweeps_process_group_ends_every_job_interrupted(tmp_path,
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0, (out[-2000:], err[-2000:])
+    assert proc.returncode == 130, (out[-2000:], err[-2000:])
     jobs = sorted(p.parent for p in sweep.glob("*/status.json"))
     assert len(jobs) == 2, jobs
     for job in jobs:
@@ -333,8 +334,80 @@ def test_ctrl_c_to_the_sweeps_process_group_ends_every_job_interrupted(tmp_path,
         assert status["error"] == "interrupted (Ctrl-C)", status
         assert status["step"] >= 5
         assert checkpoint.load(job / "checkpoints" / "last.pt").step == status["step"]
-        assert f"FAILED {job}: interrupted: interrupted (Ctrl-C); resume the sweep with: " in out
+        assert f"  interrupted {job}: interrupted (Ctrl-C)\n" in out  # listed as what it is
+    assert "FAILED" not in out
+    assert "0 job(s) complete, 2 failed or incomplete (2 interrupted)" in out
+    assert f"  resume the sweep with: attnlab sweep lengths {' '.join(TINY)}" in out
     deadline = time.time() + 30
     while any(_alive(pid) for pid in workers):
+        assert time.time() < deadline, "worker processes still running after the sweep ended"
+        time.sleep(0.2)
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """In the child, before exec: SIGINT's default action, as in a terminal's foreground
+    job. A process started with ``&`` from a non-interactive shell (a CI script) inherits
+    SIGINT ignored, and every Ctrl-C sent to it would be lost."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def ctrl_c_ignored() -> None:
+    """In the child, before exec: SIGINT ignored, as ``attnlab ... &`` from a script gets it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "after_s, before_exec",
+    [(0.3, ctrl_c_as_in_a_terminal), (1.5, ctrl_c_ignored)],
+    ids=["workers-starting", "started-with-sigint-ignored"],
+)
+def test_ctrl_c_while_the_workers_start_ends_130_with_every_job_interrupted(
+    tmp_path, cli_env, after_s, before_exec
+):
+    """A Ctrl-C to the sweep's process group while loky's workers are still starting (before:
+    exit 1, TerminatedWorkerError, no status, no resume line): exit 130, every job that has a
+    run directory interrupted, the command that resumes the sweep, no worker left. The same
+    when attnlab was started with SIGINT ignored (``&`` from a script): a Ctrl-C to its group
+    still stops it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sweep = tmp_path / "s8"
+    cmd = [sys.executable, "-m", "attnlab.cli", "sweep", "lengths", *TINY, "train.steps=100000",
+           "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, preexec_fn=before_exec,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        while not (sweep / "multirun.yaml").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() < deadline, "the sweep did not start"
+            time.sleep(0.01)
+        time.sleep(after_s)
+        workers = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, (out[-2000:], err[-3000:])
+    assert "Traceback" not in err and "TerminatedWorkerError" not in err, err[-3000:]
+    assert "FAILED" not in out, out[-2000:]
+    for status in sweep.glob("*/status.json"):
+        assert json.loads(status.read_text())["state"] == "interrupted", status.read_text()
+        assert f"  interrupted {status.parent}: interrupted (Ctrl-C)" in out
+    assert f"  resume the sweep with: attnlab sweep lengths {' '.join(TINY)}" in out, out
+    deadline = time.time() + 30
+    while any(_alive(pid) for pid in workers | _children(proc.pid)):
         assert time.time() < deadline, "worker processes still running after the sweep ended"
         time.sleep(0.2)

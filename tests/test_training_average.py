@@ -1,5 +1,6 @@
-"""optim.schedule (cosine, onecycle) and optim.ema (an average of the weights, the weights a
-run validates and reads with): their closed forms, and a tiny run that resumes exactly."""
+"""optim.schedule's cosine and optim.ema (an average of the weights, the weights a run
+validates and reads with): their closed forms, and a tiny run (with the one-cycle schedule,
+checked against torch's in test_training_schedule.py) that resumes exactly."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from helpers.runs import TINY
 
 from attnlab.training.average import WeightAverage
-from attnlab.training.optim import lr_factor, onecycle_factor
+from attnlab.training.optim import lr_factor
 
 
 def test_the_cosine_schedule_warms_up_then_decays_to_its_floor():
@@ -22,18 +23,6 @@ def test_the_cosine_schedule_warms_up_then_decays_to_its_floor():
     assert lr_factor(60, 10, 110, 0.05) == pytest.approx(0.05 + 0.95 * 0.5)
     assert lr_factor(110, 10, 110, 0.05) == pytest.approx(0.05)
     assert lr_factor(500, 10, 110, 0.05) == pytest.approx(0.05)
-
-
-def test_the_one_cycle_schedule_rises_from_a_25th_over_30_percent_then_decays():
-    total, floor = 1000, 0.01
-    assert onecycle_factor(0, total, floor) == pytest.approx(1 / 25)
-    assert onecycle_factor(150, total, floor) == pytest.approx(1 / 25 + (1 - 1 / 25) / 2)
-    assert onecycle_factor(300, total, floor) == pytest.approx(1.0)
-    assert onecycle_factor(650, total, floor) == pytest.approx(floor + (1 - floor) / 2)
-    assert onecycle_factor(total, total, floor) == pytest.approx(floor)
-    rise = [onecycle_factor(s, total, floor) for s in range(301)]
-    fall = [onecycle_factor(s, total, floor) for s in range(300, total + 1)]
-    assert rise == sorted(rise) and fall == sorted(fall, reverse=True)
 
 
 def test_the_average_follows_its_closed_form_and_copies_integer_buffers():

@@ -16,6 +16,8 @@ import numpy as np
 from attnlab.config import RunTaskConfig, check_beam
 from attnlab.config.rules import require
 from attnlab.data.arrays import image_strip
+from attnlab.data.notes import Tally
+from attnlab.data.pixels import warn_stderr
 from attnlab.errors import UserError
 
 
@@ -56,12 +58,12 @@ class TrainedReader:
     def __repr__(self) -> str:
         return f"TrainedReader({self.model.name!r}, run={str(self.run)!r})"
 
-    def _load(self, image: Any, i: int, crop: bool):
+    def _load(self, image: Any, i: int, crop: bool, warn: Any):
         """One image -> (height, W) tensor, prepared as a file is (attnlab.data.arrays); and
         its name."""
         import torch
 
-        strip, name = image_strip(image, i, self.config.data.height, crop)
+        strip, name = image_strip(image, i, self.config.data.height, crop, warn)
         return torch.from_numpy(strip), name
 
     def read(self, images: Any, beam: int = 1, crop: bool = True) -> list[Reading]:
@@ -81,7 +83,11 @@ class TrainedReader:
         items = [images] if _is_image(images) else list(images)
         if not items:
             return []
-        loaded, names = zip(*(self._load(im, i, crop) for i, im in enumerate(items)), strict=True)
+        tally = Tally(warn_stderr)  # light ink on dark paper: said once, with a count
+        loaded, names = zip(
+            *(self._load(im, i, crop, tally) for i, im in enumerate(items)), strict=True
+        )
+        tally.close(len(items))
         strips, out = read_loaded(self.model, self.device, list(loaded), beam)
         steps = step_confidences(self.model, self.device, strips, out.texts)  # (N, Lmax + 1)
         return [

@@ -52,8 +52,8 @@ def export(data: Any, folder: Path, n: int) -> None:
     """``n`` strips of lengths 1-8 (in turn), seed 0, as PNGs and labels.csv."""
     import torch
 
-    from attnlab.data.export import export_folder
     from attnlab.data.strips import StripSynth
+    from attnlab.data.write_strips import export_folder
 
     lengths = torch.arange(n) % 8 + 1
     export_folder(StripSynth(data).sample(lengths, torch.Generator().manual_seed(0)), folder)

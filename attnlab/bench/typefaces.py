@@ -99,8 +99,8 @@ def synthetic_folder(out: Path, fonts: list[str], n: int, lengths: list[int], se
     import torch
 
     from attnlab.config import DataConfig
-    from attnlab.data.export import export_folder
     from attnlab.data.strips import StripSynth
+    from attnlab.data.write_strips import export_folder
 
     synth = StripSynth(DataConfig(fonts=fonts, **lab_variation()))
     gen = torch.Generator().manual_seed(seed)

@@ -113,6 +113,9 @@ class DataConfig:
         ok = not names or d.source == "folder"
         rule = "augments real images: needs data=folder (synthetic strips vary by their own keys)"
         require(ok, "data.augment", names, rule)
+        applied = not names or float(d.augmented) > 0  # the share of strips augmented at all
+        rule = f"with data.augmented={d.augmented} no strip is augmented: give data.augmented > 0"
+        require(applied, "data.augment", names, rule)
 
     @classmethod
     def check(cls, d: Any) -> None:

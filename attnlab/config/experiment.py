@@ -9,7 +9,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from attnlab.config.data import DataConfig
-from attnlab.config.model import ModelConfig
+from attnlab.config.model import ModelConfig, check_user_encoder_keys
 from attnlab.config.rules import (
     check_at_least,
     check_beam,
@@ -29,10 +29,12 @@ class OptimConfig:
     lr: float = 6e-3
     weight_decay: float = 1e-4
     warmup_steps: int = 100
-    min_lr_ratio: float = 0.05  # the floor both schedules decay to
+    min_lr_ratio: float = 0.05  # the floor cosine and onecycle decay to (linear: to zero)
     grad_clip: float = 1.0
-    # cosine: warm-up over optim.warmup_steps, then a cosine decay; onecycle: from 1/25 of
-    # optim.lr up to it over the first 30% of train.steps, then down (attnlab.training.optim)
+    # Over train.steps, or the steps train.minutes holds (attnlab.training.optim): cosine:
+    # warm-up over optim.warmup_steps, then a cosine decay; linear: the same warm-up, then a
+    # linear decay to zero; onecycle: torch's OneCycleLR, rising from 1/25 of optim.lr over
+    # optim.warmup_steps steps, then down, with AdamW's beta1 cycled 0.95-0.85-0.95.
     schedule: str = "cosine"
     # An exponential moving average of the weights, read at validation and saved as the
     # run's weights (attnlab.training.average): its decay, e.g. 0.999; 0 = off.
@@ -54,7 +56,7 @@ class OptimConfig:
         require(ok, "optim.ema", o.ema, "must be in [0, 1) (0 = off; e.g. 0.999)")
 
 
-SCHEDULES = ("cosine", "onecycle")
+SCHEDULES = ("cosine", "linear", "onecycle")
 
 
 @dataclass
@@ -87,6 +89,10 @@ class TrainConfig:
     # better train.objective (val_exact when unset; val_cer for a CER objective). best.pt is
     # kept and train.steps stays the ceiling. null or 0: off (every run trains train.steps).
     patience: int | None = None
+    # A budget in wall time: training (validations and checkpoints included) ends at this many
+    # minutes, over every command that trains the run; the schedule is sized to it. With
+    # train.steps and train.patience: whichever ends first (attnlab.training.budget).
+    minutes: float | None = None
 
     @classmethod
     def check(cls, t: Any) -> None:
@@ -114,6 +120,10 @@ class TrainConfig:
         check_device(t.device, "train.device")
         ok = t.patience is None or t.patience >= 0
         require(ok, "train.patience", t.patience, "must be >= 1 validations, or 0/null (off)")
+        minutes = getattr(t, "minutes", None)
+        ok = minutes is None or (finite(minutes) and 0 < minutes <= MAX_MINUTES)
+        rule = f"must be a number of minutes > 0 and <= {MAX_MINUTES} (a year), or null (off)"
+        require(ok, "train.minutes", minutes, rule)
         if t.objective is not None:
             require(
                 t.objective in OBJECTIVES,
@@ -127,6 +137,9 @@ class TrainConfig:
 # thread pool (4096) or exhausts memory (100000); fixed, so a config checked on a login node
 # is checked alike on the node that runs it.
 MAX_THREADS = 1024
+
+# train.minutes' ceiling: a year of wall time (a larger value is a typo, e.g. seconds).
+MAX_MINUTES = 525_600
 
 # train.objective -> (direction to give the sweeper, where it is measured). "validation":
 # the best checkpoint's validation sets (attnlab train and sweep jobs); "evaluation": the
@@ -228,6 +241,7 @@ class ExperimentConfig:
         check_seed(cfg.seed)
         DataConfig.check(cfg.data)
         model_schema(cfg.model).check(cfg.model, cfg.data.height)
+        check_user_encoder_keys(cfg)  # a key another encoder reads, set on the command line
         OptimConfig.check(cfg.optim)
         TrainConfig.check(cfg.train)
         EvalConfig.check(cfg.eval)

@@ -41,12 +41,14 @@ ADDED_DEFAULTS = {
     "train.patience": "null",  # every run trains train.steps (attnlab.training.validation)
     "optim.schedule": '"cosine"',  # warm-up then cosine decay (attnlab.training.optim)
     "optim.ema": "0.0",  # the weights as trained, no average (attnlab.training.average)
+    "train.minutes": "null",  # no budget in minutes (attnlab.training.budget)
 }
 
 # What a run asked again into its own directory may change (attnlab.runs.resume): the keys
-# above, and where the run ends: train.steps (a larger value trains on from the checkpoint)
-# and train.patience (a larger one, or null, trains on a run that stopped early).
-RESUMABLE = (*NEUTRAL_KEYS, "train.steps", "train.patience")
+# above, and where the run ends: train.steps (a larger value trains on from the checkpoint),
+# train.patience (a larger one, or null, trains on a run that stopped early) and
+# train.minutes (more minutes train on for what is left).
+RESUMABLE = (*NEUTRAL_KEYS, "train.steps", "train.patience", "train.minutes")
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, str]:

@@ -15,9 +15,6 @@ from attnlab.data.pixels import TALL, Warn, full_scale, to_grey, warn_stderr
 from attnlab.errors import UserError
 
 LUMA = np.array([0.299, 0.587, 0.114])  # Pillow's convert("L") weights (ITU-R 601-2)
-# Grey levels an image must span to hold anything readable: 2 of 255, under any scanner's
-# faintest stroke and over the 1/255 of a 0/1 mask read as 0-255.
-NO_CONTRAST = 2 / 255
 # How far below 0 float samples may reach and still be read as 0-1 (or 0-255) grey:
 # resampling's undershoot beside a black stroke, as 1.02 is its overshoot on the paper. Any
 # lower, and the array is on another scale (-1..1, int8): refused, as clipping it would
@@ -66,9 +63,9 @@ def array_grey(array: np.ndarray, name: str) -> np.ndarray:
     """A (H, W), (H, W, 1), (H, W, 3) or (H, W, 4) array -> (H, W) float32 in [0, 1].
 
     The scale is decided from the dtype and the values (``array_scale``); a fourth channel is
-    alpha, composited over white paper. An image with no contrast (every pixel within
-    NO_CONTRAST of the others once scaled: blank, or a mask read on the wrong scale) is
-    refused, as nothing in it can be read."""
+    alpha, composited over white paper. An image with no contrast once scaled (blank, or a
+    mask read on the wrong scale) is refused, by the rule of every path
+    (``pixels.check_readable``), its dtype and values named."""
     from PIL import Image
 
     a = given = np.asarray(array)
@@ -92,11 +89,7 @@ def array_grey(array: np.ndarray, name: str) -> np.ndarray:
             rgb = v[:, :, :3] @ LUMA  # (H, W)
             v = rgb if a.shape[2] == 3 else rgb * v[:, :, 3] + (1.0 - v[:, :, 3])
         grey = v.astype(np.float32)
-    if float(grey.max() - grey.min()) < NO_CONTRAST:
-        raise UserError(
-            f"{name}: no contrast (every pixel {float(grey.mean()):.3f} on the 0-1 scale, "
-            f"from {given.dtype} values {_range(given)}): nothing to read"
-        )
+    pixels.check_readable(grey, name, f", from {given.dtype} values {_range(given)}")
     return grey
 
 

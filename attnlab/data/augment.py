@@ -6,6 +6,7 @@ knows) can also be bent in both directions (``warp``, ``data.elastic``).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -25,7 +26,9 @@ def vary_strips(
     1 - t saturates, thicker ones). Geometry, vertical only (columns keep their ink, so glyph
     spans stay true): the whole string scaled about its middle row, shifted, and bent by a
     smooth wave along the strip. Resolution: strips drawn at a smaller height (area
-    downscale) and resized back (bilinear), as a scan or a photo of other size would be.
+    downscale) and resized back (bilinear), as a scan or a photo of other size would be,
+    each strip at its own size (``widths`` (B,) columns; past them the ink is 0), so a strip
+    is varied alike whether it is batched alone or beside a longer one.
     Every draw comes from ``gen``, in a fixed order, whether or not a variation is on.
     """
     b, h, w = ink.shape
@@ -69,23 +72,86 @@ def vary_strips(
         rows = resampled == i
         if f >= 1.0 - 1e-6 or not bool(rows.any()):
             continue
-        small = F.interpolate(
-            ink[rows][:, None], size=(max(4, round(h * f)), max(1, round(w * f))), mode="area"
-        )
-        ink[rows] = F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)[:, 0]
+        ink[rows] = _resample(ink[rows], widths[rows], f)
+    ink.masked_fill_(outside_columns(widths, w), 0.0)
     return ink.clamp_(0.0, 1.0)
 
 
-def warp(ink: torch.Tensor, elastic: float, gen: torch.Generator) -> torch.Tensor:
+def outside_columns(widths: torch.Tensor, w: int) -> torch.Tensor:
+    """(B, 1, W) bool, True on the padding: the columns past each strip's width."""
+    return (torch.arange(w)[None, :] >= widths[:, None])[:, None, :]
+
+
+def edge_filled(x: torch.Tensor, widths: torch.Tensor) -> torch.Tensor:
+    """x (B, H, W) with each strip's padding columns filled with its own last column: what a
+    filter reading past a strip's edge sees when the strip is alone (replicated edge)."""
+    b, h, w = x.shape
+    last = (widths.to(torch.long) - 1).clamp(min=0)[:, None]  # (B, 1)
+    cols = torch.minimum(torch.arange(w)[None, :], last)  # (B, W)
+    return x.gather(2, cols[:, None, :].expand(b, h, w))
+
+
+@functools.lru_cache(maxsize=16)
+def _rows_resampled(h: int, f: float) -> torch.Tensor:
+    """(H, H) the map of an H-row column drawn at ``f`` times its height (area) and resized
+    back (bilinear, align_corners=False): ``F.interpolate``'s, applied to every unit column."""
+    unit = torch.eye(h).view(h, 1, h, 1)  # (H, 1, H, 1) one image per row lit
+    small = F.interpolate(unit, size=(max(4, round(h * f)), 1), mode="area")
+    back = F.interpolate(small, size=(h, 1), mode="bilinear", align_corners=False)
+    return back.view(h, h).T.contiguous()  # column j: what row j's ink becomes
+
+
+def _resample(ink: torch.Tensor, widths: torch.Tensor, f: float) -> torch.Tensor:
+    """Ink (N, H, W) of strips ``widths`` (N,) wide drawn at ``f`` times their own size (area
+    average) and resized back to it (bilinear, align_corners=False), as ``F.interpolate``
+    would do to each strip alone: separable, columns per strip, rows for all at once."""
+    n, h, w = ink.shape
+    wide = widths.to(torch.long).clamp(min=1)[:, None]  # (N, 1)
+    small = (wide * f).round().long().clamp(min=1)  # (N, 1) the strip's width when small
+    # Down, columns: small column j averages columns [floor(j w / s), ceil((j + 1) w / s)),
+    # from running sums (ink <= 1: float32 sums of a strip stay within 1e-4 of the exact).
+    j = torch.arange(int(small.max()))[None]  # (1, S)
+    start = (j * wide // small).clamp(max=w)  # (N, S)
+    end = (((j + 1) * wide + small - 1) // small).clamp(max=w)
+    sums = torch.zeros(n, h, w + 1)
+    torch.cumsum(ink, -1, out=sums[..., 1:])  # (N, H, W + 1) sums[..., x]: columns < x
+    s = j.shape[1]
+    total = sums.gather(2, end[:, None].expand(n, h, s))
+    total -= sums.gather(2, start[:, None].expand(n, h, s))
+    down = total.div_((end - start).clamp(min=1)[:, None])  # (N, H, S)
+    down = torch.matmul(_rows_resampled(h, f), down)  # rows: the same for every strip
+    # Up, columns: column x reads small column (x + 0.5) s / w - 0.5, bilinear.
+    src = ((torch.arange(w)[None] + 0.5) * small / wide - 0.5).clamp(min=0)  # (N, W)
+    x0 = src.long().clamp(max=small - 1)
+    x1 = (x0 + 1).clamp(max=small - 1)
+    lam = (src - x0)[:, None, :]  # (N, 1, W)
+    a = down.gather(2, x0[:, None, :].expand(n, h, w))
+    return a.lerp_(down.gather(2, x1[:, None, :].expand(n, h, w)), lam)
+
+
+def warp(
+    ink: torch.Tensor, elastic: float, gen: torch.Generator, widths: torch.Tensor | None = None
+) -> torch.Tensor:
     """Each strip's ink (B, H, W) bent by a smooth 2-D displacement of at most ``elastic`` px
     (Simard et al.'s elastic distortion, which ``data.elastic`` also applies to synthetic
     glyphs): displacements drawn uniformly on nodes about H/4 px apart, interpolated
     bicubically between them, so strokes bend at the scale of a digit's parts. It moves ink
-    across columns, so it is for real strips only, whose spans are not known."""
+    across columns, so it is for real strips only, whose spans are not known.
+
+    The nodes sit at fixed columns from the strip's start, and those past a strip's own last
+    node repeat it (as the edge of a canvas as wide as the strip would), so a strip
+    (``widths`` (B,) columns; None: the whole canvas) bends alike batched alone or beside a
+    longer one."""
     b, h, w = ink.shape
-    nodes = (5, max(2, math.ceil(4 * w / h) + 1))  # (rows, columns) of the coarse grid
-    coarse = (torch.rand(b, 2, *nodes, generator=gen) * 2 - 1) * elastic  # (B, 2, r, c) px
-    field = F.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)
+    widths = torch.full((b,), w) if widths is None else widths.to(torch.long)
+    step = max(1, round(h / 4))  # px between nodes along the strip
+    n_cols = max(2, math.ceil((w - 1) / step) + 1)  # nodes along the canvas
+    coarse = (torch.rand(b, 2, 5, n_cols, generator=gen) * 2 - 1) * elastic  # (B, 2, 5, c) px
+    own = ((widths + step - 2) // step + 1).clamp(min=2)  # (B,) nodes along the strip
+    node = torch.minimum(torch.arange(n_cols)[None], own[:, None] - 1)  # (B, c)
+    coarse = coarse.gather(3, node[:, None, None, :].expand(b, 2, 5, n_cols))
+    size = (h, (n_cols - 1) * step + 1)
+    field = F.interpolate(coarse, size=size, mode="bicubic", align_corners=True)[..., :w]
     field = field.clamp_(-elastic, elastic)  # bicubic overshoots its nodes a little
     xs = torch.arange(w, dtype=torch.float32)
     ys = torch.arange(h, dtype=torch.float32)
@@ -144,12 +210,18 @@ def _dct_matrix() -> torch.Tensor:
     return d
 
 
-def jpeg(pixels: torch.Tensor, quality: torch.Tensor) -> torch.Tensor:
+def jpeg(
+    pixels: torch.Tensor, quality: torch.Tensor, widths: torch.Tensor | None = None
+) -> torch.Tensor:
     """Grey strips (N, H, W) in [0, 1] as a JPEG encoder at ``quality`` (N,) in 1..100 would
     leave them: 8 x 8 block DCT, coefficients quantised with the standard luminance table at
     that quality (the IJG scaling), and back. That is all of JPEG's loss for a grey image
     (the entropy coding is lossless): block edges, ringing around strokes, flattened
-    texture. Pixels are rounded to 8 bits, as a decoder returns them."""
+    texture. Pixels are rounded to 8 bits, as a decoder returns them. Given ``widths``
+    (N,), the blocks at a strip's edge see its last column repeated (as an encoder pads a
+    strip alone), not the batch's padding."""
+    if widths is not None:
+        pixels = edge_filled(pixels, widths)
     n, h, w = pixels.shape
     ph, pw = -h % 8, -w % 8
     x = F.pad(pixels[:, None], (0, pw, 0, ph), mode="replicate")[:, 0] * 255 - 128

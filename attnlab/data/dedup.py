@@ -1,11 +1,19 @@
 """Duplicates, overlaps and fingerprints of a source's decoded strips.
 
-A strip is known by its content: a hash of its decoded image (the uint8 grey array the
-reader sees, with its shape) and its label. Two rows naming one file (``./a.png`` and
-``a.png``, an in-folder symbolic link) decode to the same array, so content also finds
-every path written two ways; byte copies under two names, repeated list lines and repeated
-LMDB records too. Each distinct strip is counted once in the split, so no copy of a
-held-out strip is trained on.
+A strip is known by its content: a hash of its image as the file stores it, decoded
+(``content_key``: the grey array of ``attnlab.data.pixels.decode``, with its shape, before
+any of attnlab's reading steps: inversion, ``data.crop``, resizing to ``data.height``) and
+its label. So a strip has one identity however it is read: a run reading at 64 px or with
+``data.crop=false`` knows the strips of a run that read them at 32 px with the crop. Two rows
+naming one file (``./a.png`` and ``a.png``, an in-folder symbolic link) decode to the same
+array, so content also finds every path written two ways; byte copies under two names, a
+copy re-encoded losslessly (PNG to BMP or TIFF), repeated list lines and repeated LMDB
+records too. Each distinct strip is counted once in the split, so no copy of a held-out
+strip is trained on.
+
+Records written before content keys (no ``KEYS`` field: ``keyed_by``) hold ``image_key``s,
+of the strip as read (after inversion, crop and resize); those are still checked, with keys
+computed the old way (``attnlab.data.recorded.legacy_keys``).
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from attnlab.errors import UserError
 
@@ -25,8 +35,32 @@ def short(label: str) -> str:
     return repr(label if len(label) <= SHOWN else label[:SHOWN] + "…")
 
 
+KEY = 16  # hex digits of a strip's image key kept in a run's record (64 bits)
+
+# A record's field naming how its image keys were made; its value for ``content_key``. A
+# record without it holds ``image_key``s (an older attnlab).
+KEYS, CONTENT = "image_keys", "content"
+
+
+def content_key(grey: np.ndarray) -> str:
+    """A decoded image (``pixels.decode``: (H, W) float32 grey, before inversion, crop and
+    resize) -> a hash of its shape and samples (32 hex digits): a strip's identity, whatever
+    height, crop or polarity it is read with."""
+    a = np.ascontiguousarray(grey, dtype=np.float32)
+    h = hashlib.sha256(f"{CONTENT}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def keyed_by(record: dict[str, Any]) -> str:
+    """How a record's image keys were made: ``CONTENT``, or "read" for ``image_key``s."""
+    return str(record.get(KEYS) or "read")
+
+
 def image_key(image: Any) -> str:
-    """(H, W) uint8 tensor -> a hash of its shape and pixels (32 hex digits)."""
+    """(H, W) uint8 tensor of a strip as read -> a hash of its shape and pixels (32 hex
+    digits): the key of records written before ``content_key`` (it changes with the height
+    and crop a strip is read with)."""
     a = image.numpy()
     h = hashlib.sha256(str(a.shape).encode())
     h.update(a.tobytes())
@@ -43,10 +77,10 @@ class Distinct:
         return sum(len(g) - 1 for g in self.groups)
 
 
-def find_duplicates(entries: list[Any], images: list[Any], warn: Callable[[str], None]):
-    """Group entries by content; one warning line says how many copies were merged. The same
-    image under two labels is a contradiction, refused in one line."""
-    keys = [image_key(im) for im in images]
+def find_duplicates(entries: list[Any], keys: list[str], warn: Callable[[str], None]):
+    """Group entries by content (``keys``: each entry's ``content_key``); one warning line
+    says how many copies were merged. The same image under two labels is a contradiction,
+    refused in one line."""
     group_of: dict[str, int] = {}
     groups: list[list[int]] = []
     for i, (e, k) in enumerate(zip(entries, keys, strict=True)):

@@ -1,12 +1,15 @@
 """User strips on disk: a folder of images plus ``labels.csv`` (``filename,label``).
 
-``attnlab data export`` writes this format; any folder in it is readable as a dataset, each
-image prepared as ``attnlab.data.pixels`` prepares every image (grey by its mode, light ink
-on dark paper inverted, resized to the model height) and made a torch tensor here. What a
+``attnlab data export`` writes this format; any folder in it is readable as a dataset
+(``attnlab.data.sources`` lists it, ``attnlab.data.recorded.folder_strips`` reads it whole),
+each image prepared as ``attnlab.data.pixels`` prepares every image (grey by its mode, light
+ink on dark paper inverted, resized to the model height) and made a torch tensor here. What a
 user could get wrong without noticing is said in one warning line per file (stderr,
-``attnlab: warning:``): light ink on dark paper (inverted so it reads), a 1-pixel-wide or
-very tall image, a multi-frame image (only the first frame is read), a file listed twice in
-labels.csv.
+``attnlab: warning:``): a very tall image, a multi-frame image (only the first frame is
+read), a file listed twice in labels.csv; light ink on dark paper (inverted so it reads) is
+said once for a source, with a count (``attnlab.data.notes.Tally``). An image that holds
+nothing to read (blank, all dark, a few pixels) is refused, as on every path
+(``pixels.check_readable``).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import torch
 
 from attnlab.data import pixels
 from attnlab.data.dedup import short
+from attnlab.data.notes import shown
 from attnlab.data.pixels import Warn, warn_stderr
-from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
 
 LABELS = "labels.csv"
@@ -60,7 +63,7 @@ def labels_text(path: Path) -> str:
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise UserError(
-            f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}): save it as UTF-8"
+            f"{shown(path)}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}): save it as UTF-8"
         ) from err
 
 
@@ -76,12 +79,12 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
             first[key] = (name, label, line, group)
         elif first[key][1] != label:
             raise UserError(
-                f"{path}:{line}: {name!r} is labelled {short(label)} here but "
+                f"{shown(path)}:{line}: {name!r} is labelled {short(label)} here but "
                 f"{short(first[key][1])} on line {first[key][2]}"
             )
         elif first[key][3] != group:  # one strip, two groups: which side of the split?
             raise UserError(
-                f"{path}:{line}: {name!r} is in {_group(group)} here but "
+                f"{shown(path)}:{line}: {name!r} is in {_group(group)} here but "
                 f"{_group(first[key][3])} on line {first[key][2]}; a strip belongs to one "
                 f"group: drop one of the lines"
             )
@@ -89,7 +92,7 @@ def check_duplicates(path: Path, rows: list[Row], warn: Warn) -> list[Row]:
             again.setdefault(key, [first[key][2]]).append(line)
     for key, lines in again.items():
         listed = ", ".join(map(str, lines))
-        warn(f"{path}: {first[key][0]!r} is listed on lines {listed}: counted once")
+        warn(f"{shown(path)}: {first[key][0]!r} is listed on lines {listed}: counted once")
     return list(first.values())
 
 
@@ -104,8 +107,11 @@ def missing_image(folder: Path, name: str) -> str | None:
     if file.is_file():
         return None
     if file.exists():
-        return f"image file {name!r} in {folder} is not a regular file (a pipe, device or folder)"
-    return f"image file {name!r} not found in {folder}"
+        return (
+            f"image file {name!r} in {shown(folder)} is not a regular file (a pipe, device or "
+            "folder)"
+        )
+    return f"image file {name!r} not found in {shown(folder)}"
 
 
 def outside(folder: Path, name: str) -> bool:
@@ -125,9 +131,9 @@ def read_labels(
     ``group`` is optional (None without it: ``attnlab.data.groups``)."""
     path = folder / LABELS
     if not folder.is_dir():
-        raise UserError(f"{folder}: no such folder")
+        raise UserError(f"{shown(folder)}: no such folder")
     if not path.is_file():
-        raise UserError(f"{path}: missing (a strip folder needs labels.csv: filename,label)")
+        raise UserError(f"{shown(path)}: missing (a strip folder needs labels.csv: filename,label)")
     rows = []
     reader = csv.reader(io.StringIO(labels_text(path), newline=""))
     try:
@@ -135,7 +141,8 @@ def read_labels(
         columns = [h.strip() for h in header or []]
         if columns not in (["filename", "label"], ["filename", "label", "group"]):
             raise UserError(
-                f"{path}:1: header must be 'filename,label' (a third column: group), got {header}"
+                f"{shown(path)}:1: header must be 'filename,label' (a third column: group), "
+                f"got {header}"
             )
         end = reader.line_num
         for row in reader:
@@ -144,52 +151,27 @@ def read_labels(
                 continue
             if len(row) != len(columns):
                 raise UserError(
-                    f"{path}:{line}: expected {len(columns)} fields ({','.join(columns)}), "
+                    f"{shown(path)}:{line}: expected {len(columns)} fields ({','.join(columns)}), "
                     f"got {len(row)}"
                 )
             name, label = row[0].strip(), row[1].strip()
             if digits_only and (not label.isdigit() or not label.isascii()):
                 raise UserError(
-                    f"{path}:{line}: label {short(label)} is not a string of digits 0-9"
+                    f"{shown(path)}:{line}: label {short(label)} is not a string of digits 0-9"
                 )
             if outside(folder, name) and not allow_outside:
                 raise UserError(
-                    f"{path}:{line}: {name!r} lies outside {folder} (eval.allow_outside=true "
-                    f"reads such files)"
+                    f"{shown(path)}:{line}: {name!r} lies outside {shown(folder)} "
+                    "(eval.allow_outside=true reads such files)"
                 )
             why = missing_image(folder, name)
             if why:
-                raise UserError(f"{path}:{line}: {why}")
+                raise UserError(f"{shown(path)}:{line}: {why}")
             group = row[2].strip() or None if len(row) == 3 else None  # blank: checked later
             group = group and unicodedata.normalize("NFC", group)  # as labels are (sources.nfc)
             rows.append((name, label, line, group))
     except csv.Error as err:
-        raise UserError(f"{path}:{reader.line_num}: not CSV ({err})") from err
+        raise UserError(f"{shown(path)}:{reader.line_num}: not CSV ({err})") from err
     if not rows:
-        raise UserError(f"{path}: no strips listed")
+        raise UserError(f"{shown(path)}: no strips listed")
     return check_duplicates(path, rows, warn)
-
-
-def load_folder(
-    folder: Path | str,
-    height: int,
-    warn: Warn = warn_stderr,
-    crop: bool = False,
-    allow_outside: bool = False,
-) -> tuple[StripBatch, list[str]]:
-    """All strips of a folder (glyph spans unknown: zero) and their file names; ``crop`` as
-    in ``load_image``, ``allow_outside`` as in ``read_labels``."""
-    folder = Path(folder)
-    rows = read_labels(folder, warn, allow_outside)
-    images = []
-    for name, _, line, _ in rows:
-        where = f"{folder / LABELS}:{line}"
-        try:
-            images.append(
-                load_image(folder / name, height, lambda m, w=where: warn(f"{w}: {m}"), crop)
-            )
-        except UserError as err:
-            raise UserError(f"{where}: {err}") from err
-    labels = [row[1] for row in rows]
-    spans = torch.zeros(len(rows), max(len(s) for s in labels), 2, dtype=torch.long)
-    return pad_strips(images, labels, spans), [row[0] for row in rows]

@@ -7,16 +7,20 @@ fine-tuned from A, has read A's strips too. So a run started with ``init_from`` 
 its ``init_from`` record (``trained_on``), the training records of its source and of every
 run before it. The checks that keep a trained strip out of a held-out set
 (``attnlab.training.finetune.check_leak``, ``attnlab eval RUN`` and ``attnlab eval RUN
---folder``) read them all (``lineage``), never the last link alone.
+--folder``) read them all (``lineage``), never the last link alone. A record names how
+its keys were made (``dedup.KEYS``); one of an older attnlab holds keys of its strips as
+read (``read_keys``), which the checks compute too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from attnlab.data.dedup import CONTENT, KEYS, keyed_by
+
 # What a leak check needs of a run's record: its keys and groups (and, for a record of a
 # version without keys, its path and held-out ids)
-KEPT = ("path", "val_path", "held_out", "held_out_copies", "trained_keys", "trained_groups")
+KEPT = ("path", "val_path", "held_out", "held_out_copies", "trained_keys", "trained_groups", KEYS)
 
 
 def _trimmed(split: dict[str, Any], checkpoint: str) -> dict[str, Any]:
@@ -35,10 +39,26 @@ def lineage(data_split: dict[str, Any] | None, init_from: dict[str, Any] | None)
     return carried(data_split, init_from, "this run")
 
 
+class TrainedKeys(frozenset):
+    """The image keys of the strips behind a run's weights; ``read``: some of them are keys
+    of strips as read (``read_keys``), to be compared with keys computed that way too."""
+
+    read: bool = False
+
+
 def trained_keys(data_split: dict[str, Any] | None, init_from: dict[str, Any] | None):
-    """The image keys of every strip a run's weights were trained on, ancestors included;
-    None when no record of the chain has keys (synthetic strips, or an older version)."""
+    """The image keys of every strip a run's weights were trained on, ancestors included
+    (a ``TrainedKeys``); None when no record of the chain has keys (synthetic strips, or an
+    older version)."""
     records = [r for r in lineage(data_split, init_from) if "trained_keys" in r]
     if not records:
         return None
-    return {k for r in records for k in r["trained_keys"] or []}
+    keys = TrainedKeys(k for r in records for k in r["trained_keys"] or [])
+    keys.read = read_keys(records)
+    return keys
+
+
+def read_keys(records: list[dict[str, Any]]) -> bool:
+    """Whether any of these training records holds keys of its strips as read (an older
+    attnlab's ``dedup.image_key``), not content keys: a check then computes those too."""
+    return any("trained_keys" in r and keyed_by(r) != CONTENT for r in records)

@@ -5,10 +5,12 @@ Every reader of an image goes through here: a folder or an LMDB record
 Python API (``attnlab.data.arrays`` makes it grey, then ``prepare``), and an ONNX export's
 reference loop (``attnlab.export.runtime``, ``attnlab read --onnx``), which needs no torch.
 The steps: ``decode`` (grey by image mode, 16-bit and float samples scaled, alpha over white
-paper, EXIF orientation), then ``prepare``: invert light ink on dark paper (``is_inverted``),
-place the ink as the generator places it (``crop_to_ink``), resize to the model's height
-(``resize``); ``pad`` makes a batch. ``CONTRACT`` says the same in words for an export's
-sidecar, written from the constants below, so that the two cannot drift apart.
+paper, EXIF orientation), then ``prepare``: refuse what holds nothing to read
+(``check_readable``: too small for a digit, or no contrast: blank or all dark), invert light
+ink on dark paper (``is_inverted``), place the ink as the generator places it
+(``crop_to_ink``), resize to the model's height (``resize``); ``pad`` makes a batch.
+``CONTRACT`` says the same in words for an export's sidecar, written from the constants
+below, so that the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.data.notes import INVERTED, shown
 from attnlab.errors import UserError
 
 Warn = Callable[[str], None]
@@ -32,8 +35,16 @@ PAPER, INK = 1.0, 0.0  # the grey scale: 1 is paper (white), 0 the darkest ink
 PLAIN = {"1", "L", "P", "RGB", "RGBX", "CMYK", "YCbCr", "HSV"}  # Pillow converts these to L
 ALPHA = {"LA", "PA", "RGBA", "RGBa"}  # composited over white paper first
 DEEP = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}  # 16/32-bit integer or float samples
-DEPTHS = (8, 10, 12, 14, 16, 32)  # the usual bits of deep samples (``full_scale``)
+DEPTHS = (8, 10, 12, 14, 16, 24, 32)  # the usual bits of deep samples (``full_scale``)
 FLOAT_WHITE = 1.5  # float samples none brighter than this are 0..1
+
+# What holds nothing to read is refused (``check_readable``), on every path: an image whose grey
+# levels all lie within NO_CONTRAST of each other (2 of 255: under any scanner's faintest
+# stroke, over the 1/255 of a 0/1 mask read as 0-255), blank or all dark; and one under
+# MIN_ROWS rows or MIN_COLS columns, too small for a digit (the smallest legible pixel font
+# draws digits 3 wide and 5 high).
+NO_CONTRAST = 2 / 255
+MIN_ROWS, MIN_COLS = 5, 3
 
 # Inversion: the percentiles that span a strip's grey levels, and the span under which it
 # is blank (scanner noise, not ink) and left alone.
@@ -80,14 +91,16 @@ def to_grey(im, path: Path | str) -> np.ndarray:
     if im.mode in DEEP:
         a = np.asarray(im).astype(np.float64)  # (H, W)
         if not np.isfinite(a).all():
-            raise UserError(f"{path}: float image with NaN or infinite pixels")
+            raise UserError(f"{shown(path)}: float image with NaN or infinite pixels")
         scale = full_scale(float(a.max(initial=0.0)), im.mode == "F")
         return np.clip(a / scale, 0.0, 1.0).astype(np.float32)
     if im.mode in ALPHA or (im.mode in PLAIN and "transparency" in im.info):
         paper = Image.new("RGBA", im.size, "white")
         im = Image.alpha_composite(paper, im.convert("RGBA"))
     elif im.mode not in PLAIN:
-        raise UserError(f"{path}: image mode {im.mode} is not supported (save it as grey or RGB)")
+        raise UserError(
+            f"{shown(path)}: image mode {im.mode} is not supported (save it as grey or RGB)"
+        )
     return np.asarray(im.convert("L"), dtype=np.float32) / 255.0
 
 
@@ -103,7 +116,7 @@ def decode(path: Path | str, notes: list[str] | None = None, data: bytes | None 
     except OSError:
         regular = True  # missing: Pillow's open says so below
     if not regular:
-        raise UserError(f"{path}: not a regular file (a pipe, device or folder is not read)")
+        raise UserError(f"{shown(path)}: not a regular file (a pipe, device or folder is not read)")
     try:
         with warnings.catch_warnings():  # one limit: refuse what Pillow only warns about
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -115,24 +128,42 @@ def decode(path: Path | str, notes: list[str] | None = None, data: bytes | None 
             im.load()
             im = ImageOps.exif_transpose(im)  # a phone photo stands the way it was shot
     except FileNotFoundError as err:
-        raise UserError(f"{path}: no such image") from err
+        raise UserError(f"{shown(path)}: no such image") from err
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
         raise UserError(
-            f"{path}: image too large (over {Image.MAX_IMAGE_PIXELS} pixels, Pillow's guard "
+            f"{shown(path)}: image too large (over {Image.MAX_IMAGE_PIXELS} pixels, Pillow's guard "
             "against decompression bombs): crop or downscale it"
         ) from err
     except Exception as err:  # Pillow's decoders raise many types on a corrupt file
-        raise UserError(f"{path}: not a readable image ({type(err).__name__})") from err
+        raise UserError(f"{shown(path)}: not a readable image ({type(err).__name__})") from err
     return to_grey(im, path)
 
 
 def shape_note(h: int, w: int) -> str | None:
     """Why an image of this size is unlikely to be a strip (a row of digits), if it is."""
-    if min(h, w) == 1:
-        return f"only 1 pixel {'wide' if w == 1 else 'high'} ({w}x{h})"
     if h > TALL * w:
         return f"{h / w:.1f} times taller than wide: a strip is one row of digits"
     return None
+
+
+def check_readable(grey: np.ndarray, name: Path | str, detail: str = "") -> None:
+    """Refuse, in one line naming the image, a decoded grey image (H, W) that holds nothing
+    to read: under MIN_ROWS rows or MIN_COLS columns, or no contrast (every pixel within
+    NO_CONTRAST of the others: blank paper, all black). The one rule of every path (folders
+    for training, validation and evaluation, ``attnlab read``, the API, an export's loop):
+    read, such an image gives a reading ("(empty)" at 0.999, or a digit) without a word.
+    ``detail``: how the pixels were scaled (the API's arrays)."""
+    h, w = grey.shape
+    if h < MIN_ROWS or w < MIN_COLS:
+        raise UserError(
+            f"{shown(name)}: {w}x{h} pixels, too small to hold a digit (a strip is at least "
+            f"{MIN_COLS} pixels wide and {MIN_ROWS} high): nothing to read"
+        )
+    if float(grey.max() - grey.min()) < NO_CONTRAST:
+        raise UserError(
+            f"{shown(name)}: no contrast (every pixel {float(grey.mean()):.3f} on the 0-1 "
+            f"scale{detail}; blank or all dark): nothing to read"
+        )
 
 
 def is_inverted(grey: np.ndarray) -> bool:
@@ -213,19 +244,21 @@ def prepare(
 ) -> np.ndarray:
     """A decoded grey image (H, W) in [0, 1] -> (height, W') float32, 1 = paper, aspect ratio
     kept: light ink on dark paper inverted, the ink placed as the generator places it when
-    ``crop`` (``crop_to_ink``), resized. What is doubtful about it (its shape, an inversion),
+    ``crop`` (``crop_to_ink``), resized; refused (UserError) when it holds nothing to read
+    (``check_readable``). What is doubtful about it (its shape, an inversion),
     after ``notes`` (the decoder's), goes to ``warn`` as one line naming it (None: unsaid)."""
+    check_readable(grey, name)
     notes = list(notes or [])
     note = shape_note(*grey.shape)
     notes += [note] if note else []
     if is_inverted(grey):
         grey = 1.0 - grey
-        notes.append("light ink on dark paper: inverted to read it")
+        notes.append(INVERTED)
     if crop:
         grey = crop_to_ink(grey)
     grey = resize(grey, height)  # (height, W')
     if notes and warn is not None:
-        warn(f"{name}: {'; '.join(notes)}")
+        warn(f"{shown(name)}: {'; '.join(notes)}")
     return grey
 
 
@@ -269,6 +302,9 @@ def _contract() -> dict:
     lo, hi = (f"p{p:g}" for p in SPAN)
     depths = ", ".join(map(str, DEPTHS))
     return {
+        "refused": f"an image under {MIN_ROWS} rows or {MIN_COLS} columns, or whose grey "
+        f"pixels (below) all lie within {NO_CONTRAST:.6f} of each other (max - min: blank "
+        "or all dark), is refused, not read",
         "images": "float32 (N, height, W): N strips, each `height` rows; W = the widest "
         "strip's width, narrower strips padded on the right with `padding`",
         "widths": "int64 (N,): each strip's own width in pixels, before padding",

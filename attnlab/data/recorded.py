@@ -4,8 +4,11 @@ against what the run recorded when it trained (its checkpoint's ``data_split``).
 A held-out set is read again from disk, long after training: a strip the run trained on
 may have been copied into its ``data.val_path`` since, or a held-out file overwritten by a
 trained strip. Either would be evaluated as held-out. So each strip read is compared, by
-content (its decoded image's key, ``attnlab.data.dedup.image_key``), with the record: the
-held-out strips' keys and labels, and the keys of the strips trained on. A changed set is
+content (its decoded image's key, ``attnlab.data.dedup.content_key``, the same however the
+strip is read), with the record: the held-out strips' keys and labels, and the keys of the
+strips trained on. A record of a version whose keys were of strips as read
+(``dedup.image_key``) is checked with keys computed that way (at the run's height, with and
+without ``data.crop``: ``legacy_keys``). A changed set is
 refused in one line naming what changed and how many strips; nothing is evaluated. A
 record from a version without keys is read as before (its ids only). Strips are compared
 by identity (image key), never by their place in the file: a reordered labels.csv reads
@@ -20,9 +23,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from attnlab.data.dedup import image_key, pairs_digest, split_digest
-from attnlab.data.source_train import KEY
-from attnlab.data.sources import StripCache, check_charset, decode_all, open_source
+from attnlab.data.dedup import CONTENT, KEY, image_key, keyed_by, pairs_digest, split_digest
+from attnlab.data.folder import Warn, warn_stderr
+from attnlab.data.sources import (
+    Source,
+    StripCache,
+    check_charset,
+    decode_all,
+    open_source,
+)
 from attnlab.data.strips import StripBatch
 from attnlab.errors import UserError
 
@@ -39,13 +48,23 @@ def held_out_strips(
     else the recorded ids of ``data.path``; each checked against the record. ``trained``:
     the keys of every strip behind the run's weights (``lineage.trained_keys``), when known
     (else the record's own ``trained_keys``)."""
+    cache = held_out_cache(d, split, warn, trained)
+    return cache.batch(range(len(cache))), cache.ids
+
+
+def held_out_cache(
+    d: Any, split: dict[str, Any], warn: Any, trained: set[str] | None = None
+) -> StripCache:
+    """``held_out_strips`` as a ``StripCache`` (with each strip's content key)."""
     if split.get("val_path"):
         source = open_source(Path(split["val_path"]), warn, "data.val_path")
         check_charset(source, d.charset)
         cache = decode_all(source, d.height, d.crop, warn)
         where = f"data.val_path={split['val_path']}"
-        check_recorded(split, _keys(cache), cache.labels, cache.ids, where, trained)
-        return cache.batch(range(len(cache))), cache.ids
+        known = identities(source, cache, d.height, _read(split, trained))
+        keys = _keys(cache, split)
+        check_recorded(split, keys, cache.labels, cache.ids, where, trained, known)
+        return cache
     source = open_source(Path(split["path"]), warn)
     where = {e.id: i for i, e in enumerate(source.entries)}
     missing = [s for s in split["held_out"] if s not in where]
@@ -54,13 +73,39 @@ def held_out_strips(
             f"{split['path']}: {len(missing)} held-out strip(s) of this run are no longer "
             f"listed (first: {missing[0]!r}); evaluate with --folder instead"
         )
-    cache = decode_all(source, d.height, d.crop, warn, only=[where[s] for s in split["held_out"]])
-    check_recorded(split, _keys(cache), cache.labels, cache.ids, split["path"], trained)
-    return cache.batch(range(len(cache))), cache.ids
+    only = [where[s] for s in split["held_out"]]
+    cache = decode_all(source, d.height, d.crop, warn, only=only)
+    known = identities(source, cache, d.height, _read(split, trained), only)
+    keys = _keys(cache, split)
+    check_recorded(split, keys, cache.labels, cache.ids, split["path"], trained, known)
+    return cache
 
 
-def _keys(cache: StripCache) -> list[str]:
+def _keys(cache: StripCache, split: dict[str, Any]) -> list[str]:
+    """The strips' keys as ``split`` (a run's record) keeps its held-out keys: content keys,
+    or for a record of an older version keys of the strips as read (the run's own reading,
+    which ``cache`` is)."""
+    if keyed_by(split) == CONTENT:
+        return [k[:KEY] for k in cache.keys]
     return [image_key(im)[:KEY] for im in cache.images]
+
+
+def _read(split: dict[str, Any], trained: Any) -> bool:
+    """Whether the run's record or a record behind its weights holds keys of strips as read."""
+    own = "trained_keys" in split and keyed_by(split) != CONTENT
+    return own or bool(getattr(trained, "read", False))
+
+
+def identities(
+    source: Source, cache: StripCache, height: int, read: bool, only: list[int] | None = None
+) -> list[set[str]]:
+    """Per strip read: every key a training record may know it by: its content key, and
+    with ``read`` its keys as read (``legacy_keys``, decoded again only then)."""
+    known = [{k[:KEY]} for k in cache.keys]
+    if read:
+        for keys, legacy in zip(known, legacy_keys(source, height, only), strict=True):
+            keys |= legacy
+    return known
 
 
 def check_recorded(
@@ -70,15 +115,18 @@ def check_recorded(
     ids: list[str],
     where: str,
     trained: set[str] | None = None,
+    known: list[set[str]] | None = None,
 ) -> None:
     """Refuse held-out strips that are not the ones the run held out when it trained: any
     that is a strip it trained on, then any other change (strips added, removed, replaced or
-    relabelled), in one line naming how many and the first."""
+    relabelled), in one line naming how many and the first. ``known``: per strip, every key
+    a training record may know it by (``identities``; else its key in ``keys``)."""
     recorded = split.get("held_out_keys")
     if recorded is None:
         return  # a record of a version without keys: its ids were checked
     trained = set(split.get("trained_keys") or []) | set(trained or ())
-    leaked = [i for i, k in enumerate(keys) if k in trained]
+    known = known if known is not None else [{k} for k in keys]
+    leaked = [i for i, k in enumerate(known) if k & trained]
     if leaked:
         raise UserError(
             f"{where}: {len(leaked)} of its {len(keys)} strips now have the image of a strip "
@@ -121,19 +169,39 @@ def relabelled(split: dict[str, Any], keys: list[str], labels: list[str]) -> boo
 
 
 def folder_strips(
-    folder: str, d: Any, crop: bool, allow_outside: bool, trained: set[str] | None, warn: Any
+    folder: str | Path,
+    d: Any,
+    crop: bool,
+    allow_outside: bool = False,
+    trained: set[str] | None = None,
+    warn: Warn = warn_stderr,
 ) -> tuple[StripBatch, list[str]]:
     """Every strip of ``folder`` (a folder, list file or LMDB: ``attnlab eval RUN --folder``)
-    and their ids. Refused in one line when any is a strip the run's weights were trained on
-    (``trained``: their keys, ancestors included; compared as the run decoded them, with its
-    ``data.crop``): an evaluation of trained strips reads recall, not reading."""
+    and their ids: the one loader of a labelled folder as a whole, read at ``d.height`` with
+    its labels checked against ``d.charset``, ``crop`` as in ``folder.load_image`` and
+    ``allow_outside`` as in ``folder.read_labels``. Refused in one line when any is a strip
+    the run's weights were trained on (``trained``: their keys, ancestors included; compared
+    by content, however either read them): an evaluation of trained strips reads recall,
+    not reading."""
+    cache = folder_cache(folder, d, crop, allow_outside, trained, warn)
+    return cache.batch(range(len(cache))), cache.ids
+
+
+def folder_cache(
+    folder: str | Path,
+    d: Any,
+    crop: bool,
+    allow_outside: bool = False,
+    trained: set[str] | None = None,
+    warn: Warn = warn_stderr,
+) -> StripCache:
+    """``folder_strips`` as a ``StripCache`` (with each strip's content key)."""
     source = open_source(Path(folder), warn, "eval.folder", allow_outside)
     check_charset(source, d.charset)
     cache = decode_all(source, d.height, crop, warn)
     if trained:
-        same = bool(crop) == bool(d.crop)
-        keyed = cache if same else decode_all(source, d.height, d.crop, lambda m: None)
-        hits = [i for i, k in enumerate(_keys(keyed)) if k in trained]
+        known = identities(source, cache, d.height, bool(getattr(trained, "read", False)))
+        hits = [i for i, k in enumerate(known) if k & trained]
         if hits:
             raise UserError(
                 f"eval.folder={folder}: {len(hits)} of its {len(cache)} strips were trained on "
@@ -141,4 +209,29 @@ def folder_strips(
                 f"be filed as a test of reading: evaluate on strips it never trained on (attnlab "
                 f"eval RUN reads its held-out strips)"
             )
-    return cache.batch(range(len(cache))), cache.ids
+    return cache
+
+
+def legacy_keys(source: Source, height: int, only: list[int] | None = None) -> list[set[str]]:
+    """Per strip of ``source`` (or those at ``only``): its keys as records written before
+    content keys hold them (``dedup.image_key`` of the strip as read, ``KEY`` hex digits),
+    at ``height`` both with and without ``data.crop``, the two ways a run could have read
+    it (a fine-tuned run reads at its source's height). Warnings are not repeated."""
+    out: list[set[str]] = [set() for _ in (only if only is not None else source.entries)]
+    for crop in (False, True):
+        cache = decode_all(source, height, crop, lambda m: None, only)
+        for keys, im in zip(out, cache.images, strict=True):
+            keys.add(image_key(im)[:KEY])
+    return out
+
+
+def held_out_read_keys(split: dict[str, Any], height: int) -> list[set[str]]:
+    """Per held-out strip of a run's record (``split``, in the order of its
+    ``held_out_keys``): its keys as an older attnlab recorded strips (read at ``height``,
+    with and without ``data.crop``), to compare with a training record of that version."""
+    quiet: Warn = lambda m: None  # noqa: E731 (the run's own reading said it all)
+    if split.get("val_path"):
+        return legacy_keys(open_source(Path(split["val_path"]), quiet), height)
+    source = open_source(Path(split["path"]), quiet)
+    where = {e.id: i for i, e in enumerate(source.entries)}
+    return legacy_keys(source, height, [where[s] for s in split["held_out"]])

@@ -30,10 +30,13 @@ import torch
 
 from attnlab.data.augment import jpeg, shading, slant, vary_strips, warp
 from attnlab.data.dedup import (
+    CONTENT,
+    KEY,
+    KEYS,
     Distinct,
     find_duplicates,
     fingerprint,
-    image_key,
+    keyed_by,
     overlap,
     pairs_digest,
     short,
@@ -46,9 +49,6 @@ from attnlab.data.ranges import uniform
 from attnlab.data.sources import (
     Source,
     StripCache,
-    check_charset,
-    decode_all,
-    open_source,
     read_source,
 )
 from attnlab.data.split import Split, split_source
@@ -64,7 +64,8 @@ def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
     warp (``warp``, ``data.elastic`` > 0), the named augmentation for real images
     (``data.augment``: attnlab.data.photo, ink before the shading, pixels after), paper
     shading and, when on, JPEG; every draw from
-    ``gen`` (none for a variation that is off). Padded columns stay paper."""
+    ``gen`` (none for a variation that is off). Each acts on every strip's own columns
+    (``widths``), so a strip is varied alike beside a longer one; padded columns stay paper."""
     b = len(batch)
     varied = torch.rand(b, generator=gen) < d.augmented  # (B,)
     if not bool(varied.any()):
@@ -74,21 +75,21 @@ def augment_real(batch: StripBatch, d: Any, gen: torch.Generator) -> StripBatch:
     sub, widths = images[varied], batch.widths[varied]
     ink = vary_strips(1.0 - sub, widths, d, gen)  # (b', H, W) 1 = full ink
     if d.elastic > 0:
-        ink = warp(ink, d.elastic, gen)
+        ink = warp(ink, d.elastic, gen, widths)
     if d.slant > 0:
         ink = slant(ink, d.slant, gen)
     named = list(getattr(d, "augment", None) or [])
     if named:
-        ink = vary_ink(ink, named, gen)
+        ink = vary_ink(ink, named, gen, widths)
     shade = shading(widths, w, d.shading, gen)  # (b', W)
     pixels = (1.0 - ink) * shade[:, None, :]
     if named:
-        pixels = vary_pixels(pixels, named, gen)
+        pixels = vary_pixels(pixels, named, gen, widths)
     if d.jpeg > 0:
         squeezed = torch.rand(len(sub), generator=gen) < d.jpeg
         quality = uniform(d.jpeg_quality, len(sub), gen)
         if bool(squeezed.any()):
-            pixels[squeezed] = jpeg(pixels[squeezed], quality[squeezed])
+            pixels[squeezed] = jpeg(pixels[squeezed], quality[squeezed], widths[squeezed])
     outside = torch.arange(w) >= widths[:, None]  # (b', W)
     images[varied] = pixels.masked_fill_(outside[:, None, :], 1.0)
     return batch
@@ -171,7 +172,7 @@ def _val_cache(d: Any, source: Source, cache: StripCache, dist: Distinct, split:
     if not d.val_path:
         return cache.subset(split.held), [source.entries[i] for i in split.held]
     val_source, val_cache = read_source(d.val_path, "data.val_path", d, log.warning)
-    shared = overlap(dist.keys, [image_key(im) for im in val_cache.images])
+    shared = overlap(dist.keys, val_cache.keys)
     if shared:
         raise UserError(
             f"data.val_path={d.val_path}: {shared} of its {len(val_source)} strips have the "
@@ -191,7 +192,7 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
     a strip in two groups or a held-out strip that would be trained on."""
     d = cfg.data
     source, cache = read_source(d.path, "data.path", d, log.warning)
-    dist = find_duplicates(source.entries, cache.images, lambda m: log.warning(f"{d.path}: {m}"))
+    dist = find_duplicates(source.entries, cache.keys, lambda m: log.warning(f"{d.path}: {m}"))
     units = group_units(source.entries, dist, f"data.path={d.path}")
     split = split_source(source, cache.widths, dist, units, cfg, reader, seen)
     _check_split(source, split, reader, seen, d.skip_long)
@@ -274,12 +275,10 @@ def _record(d: Any, source: Source, dist: Distinct, split: Split, seen: list[int
         "skipped_long": len(split.long),
         "other_lengths": split.unseen,
         "seen": list(seen),
+        KEYS: CONTENT,  # how the image keys below were made (dedup.content_key)
         "fingerprint": fingerprint(source.entries, dist.keys),
         "split_fingerprint": split_digest(held, train),
     }
-
-
-KEY = 16  # hex digits of a strip's image key kept in the record (64 bits)
 
 
 def _contents(source, dist, split, drawn, val_cache, val_entries) -> dict[str, Any]:
@@ -294,19 +293,18 @@ def _contents(source, dist, split, drawn, val_cache, val_entries) -> dict[str, A
         "trained_groups": train_groups if split.held_groups is not None else None,
         "val_groups": sorted(group_names(val_entries)) or None,
         "trained_keys": [dist.keys[i][:KEY] for i in drawn],
-        "held_out_keys": [image_key(im)[:KEY] for im in val_cache.images],
+        "held_out_keys": [k[:KEY] for k in val_cache.keys],
         "held_out_labels": split_digest([], list(val_cache.labels)),
         # each held-out strip's label by its key, in no order (attnlab.data.recorded)
-        "held_out_pairs": pairs_digest(
-            [image_key(im)[:KEY] for im in val_cache.images], list(val_cache.labels)
-        ),
+        "held_out_pairs": pairs_digest([k[:KEY] for k in val_cache.keys], list(val_cache.labels)),
     }
 
 
 def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
     """What differs between the data a run trained on (its checkpoint's ``data_split``) and
     the data it would resume on, in words; None when nothing does. A record of a version
-    without fingerprints is compared by its path and held-out ids."""
+    without fingerprints is compared by its path and held-out ids; one whose image keys were
+    made another way (``dedup.keyed_by``) by everything but its images' keys."""
     if not saved:
         return None
     if (saved.get("source"), saved.get("path")) != (now["source"], now["path"]):
@@ -327,7 +325,8 @@ def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | No
         return where + "lists other strips (same count) since"
     if old["labels"] != new["labels"]:
         return where + "has labels changed in place since"
-    if old["images"] != new["images"]:
+    same_keys = keyed_by(saved) == keyed_by(now)  # image keys of one kind: comparable
+    if same_keys and old["images"] != new["images"]:
         return where + "has images changed in place since"
     if saved.get("split_fingerprint") != now["split_fingerprint"]:
         return where + "splits into other held-out and training strips than it did"
@@ -335,23 +334,8 @@ def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | No
         return f"it trained on data.limit={saved.get('limit')} strips, not {now.get('limit')}"
     if saved.get("drawn", now.get("drawn")) != now.get("drawn"):
         return where + "draws other training strips for data.limit than it did"
-    if saved.get("held_out_keys", now.get("held_out_keys")) != now.get("held_out_keys"):
+    if same_keys and saved.get("held_out_keys", now.get("held_out_keys")) != now.get(
+        "held_out_keys"
+    ):
         return f"{now['val_path'] or now['path']} has other held-out strips (images) than it had"
     return None
-
-
-def load_labelled(
-    path: Path | str,
-    height: int,
-    warn: Any,
-    crop: bool,
-    charset: str,
-    key: str = "eval.folder",
-    allow_outside: bool = False,
-) -> tuple[StripBatch, list[str]]:
-    """Every strip of a folder, list file or LMDB, and their ids (``attnlab eval --folder``);
-    ``allow_outside`` as in ``folder.read_labels``."""
-    source = open_source(Path(path), warn, key, allow_outside)
-    check_charset(source, charset)
-    cache = decode_all(source, height, crop, warn)
-    return cache.batch(range(len(cache))), cache.ids

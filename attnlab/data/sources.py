@@ -7,9 +7,11 @@ an LMDB. Without it every strip is its own group.
 
 ``open_source`` lists a source's strips (id, label, where: a file:line for errors) and checks
 what can be checked without decoding: every image is there, every label uses only
-``data.charset``. ``decode_all`` decodes every strip once, through the same loader as
-``attnlab eval --folder`` and ``attnlab read`` (``attnlab.data.folder.load_image``: image
-mode, polarity, ink placement, resize), into a ``StripCache`` that batches are gathered from.
+``data.charset``. ``decode_all`` decodes every strip once, through the same steps as
+``attnlab eval --folder`` and ``attnlab read`` (``attnlab.data.pixels``: ``decode``, then
+``prepare``: polarity, ink placement, resize), into a ``StripCache`` that batches are
+gathered from; each strip's identity (``dedup.content_key``) is taken from the decoded
+image between the two steps, so it does not depend on how the strip is read.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.data.dedup import short
-from attnlab.data.folder import LABELS, Warn, load_image, read_labels, warn_stderr
-from attnlab.data.pixels import decode, own_height
+from attnlab.data.dedup import content_key, short
+from attnlab.data.folder import LABELS, Warn, read_labels, warn_stderr
+from attnlab.data.notes import Tally, shown
+from attnlab.data.pixels import decode, own_height, prepare
 from attnlab.data.strips import StripBatch
 from attnlab.errors import UserError
 
@@ -78,7 +81,7 @@ def open_source(
     if path.is_dir() and (path / LABELS).is_file():
         rows = read_labels(path, warn, allow_outside, digits_only=False)
         entries = [
-            Entry(name, nfc(label), f"{path / LABELS}:{line}", group)
+            Entry(name, nfc(label), f"{shown(path / LABELS)}:{line}", group)
             for name, label, line, group in rows
         ]
         return Source("folder", path, entries)
@@ -107,7 +110,7 @@ def _list_entries(path: Path, allow_outside: bool = False) -> list[Entry]:
                 f"{path}:{n}: expected 'path<TAB>label' or 'path<TAB>label<TAB>group', "
                 f"got {line[:60]!r}"
             )
-        where = f"{path}:{n}"
+        where = f"{shown(path)}:{n}"
         if outside(path.parent, name) and not allow_outside:
             raise UserError(
                 f"{where}: {name!r} lies outside {path.parent} (eval.allow_outside=true reads "
@@ -211,10 +214,17 @@ class StripCache:
     """Every strip of a source decoded once: (height, W) images kept as 8-bit grey (1/255
     steps; a fifth of float32's memory), gathered into padded batches on demand."""
 
-    def __init__(self, images: list[torch.Tensor], labels: list[str], ids: list[str]):
+    def __init__(
+        self,
+        images: list[torch.Tensor],
+        labels: list[str],
+        ids: list[str],
+        keys: list[str] | None = None,
+    ):
         self.images = images  # (H, W_i) uint8, 255 = paper
         self.labels = labels
         self.ids = ids
+        self.keys = keys  # each strip's dedup.content_key (None: not known, a caller's cache)
         self.widths = torch.tensor([im.shape[1] for im in images], dtype=torch.long)
 
     def __len__(self) -> int:
@@ -239,6 +249,7 @@ class StripCache:
             [self.images[i] for i in index],
             [self.labels[i] for i in index],
             [self.ids[i] for i in index],
+            None if self.keys is None else [self.keys[i] for i in index],
         )
 
 
@@ -251,23 +262,33 @@ def decode_all(
     threads: int = 0,
 ) -> StripCache:
     """Decode the strips of ``source`` (or those at ``only``) once, in parallel threads
-    (Pillow releases the GIL while it decodes); errors and warnings name the file:line."""
+    (Pillow releases the GIL while it decodes), each with its content key (taken before
+    ``prepare``); errors and warnings name the file:line (light ink on dark paper: once)."""
     entries = source.entries if only is None else [source.entries[i] for i in only]
     data_of = source.image_bytes()
+    tally = Tally(warn, by_name=True)
 
-    def one(e: Entry) -> torch.Tensor:
+    measured = _measured(source, entries)
+
+    def one(e: Entry) -> tuple[torch.Tensor, str]:
+        file, notes = source.file_of(e), []
         try:
-            grey = load_image(
-                source.file_of(e), height, lambda m, w=e.where: warn(f"{w}: {m}"), crop, data_of(e)
-            )
+            if id(e) in measured:  # decoded for the recipe's height
+                grey, notes = measured[id(e)]
+            else:
+                grey = decode(file, notes, data_of(e))  # (H, W) as stored
+            said = lambda m, w=e.where: tally(f"{w}: {m}")  # noqa: E731 (one line per file)
+            strip = prepare(grey, height, crop=crop, name=file, warn=said, notes=notes)
         except UserError as err:
             raise UserError(f"{e.where}: {err}") from err
-        return torch.from_numpy(np.round(grey.numpy() * 255).astype(np.uint8))
+        return torch.from_numpy(np.round(strip * 255).astype(np.uint8)), content_key(grey)
 
     workers = threads or min(8, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        images = list(pool.map(one, entries))
-    return StripCache(images, [e.label for e in entries], [e.id for e in entries])
+        done = list(pool.map(one, entries))
+    tally.close(len(entries))
+    images, keys = [im for im, _ in done], [k for _, k in done]
+    return StripCache(images, [e.label for e in entries], [e.id for e in entries], keys)
 
 
 def median_own_height(source: Source, crop: bool, n: int = 200) -> int:
@@ -276,16 +297,39 @@ def median_own_height(source: Source, crop: bool, n: int = 200) -> int:
     it); a strip that cannot be decoded is named as training would name it."""
     step = max(1, len(source.entries) // n)
     data_of = source.image_bytes()
-    heights = []
-    for e in source.entries[::step][:n]:
+    heights, kept = [], {}
+    for i in range(0, len(source.entries), step)[:n]:
+        e, notes = source.entries[i], []
         try:
-            grey = decode(source.file_of(e), data=data_of(e))
+            grey = decode(source.file_of(e), notes, data_of(e))
         except UserError as err:
             raise UserError(f"{e.where}: {err}") from err
         heights.append(own_height(grey, crop=crop))
+        kept[i] = (grey, notes)
     if not heights:
         raise UserError(f"{source.path}: no strips to measure")
+    _MEASURED.clear()  # one source's at a time: the one about to be read
+    _MEASURED[_measured_key(source)] = kept
     return int(np.median(heights))
+
+
+# The strips ``median_own_height`` decoded, kept for the ``decode_all`` of the same source
+# that follows (the recipe measures the strips training then reads, and each file is
+# decoded once), by the source's path and entries, then by entry index.
+_MEASURED: dict[tuple[str, int], dict[int, tuple[np.ndarray, list[str]]]] = {}
+
+
+def _measured_key(source: Source) -> tuple[str, int]:
+    return str(Path(source.path).resolve()), hash(tuple((e.id, e.label) for e in source.entries))
+
+
+def _measured(source: Source, entries: list[Entry]) -> dict[int, tuple[np.ndarray, list[str]]]:
+    """The greys ``median_own_height`` decoded of ``entries`` and the decoder's notes on
+    them (by ``id`` of the entry),
+    taken from the store: they are handed to one decode only."""
+    kept = _MEASURED.pop(_measured_key(source), {})
+    index = {id(e): i for i, e in enumerate(source.entries)}
+    return {id(e): kept[index[id(e)]] for e in entries if index.get(id(e)) in kept}
 
 
 WIDE = 8.0  # a strip wider than WIDE model heights per label character, plus WIDE, is refused

@@ -52,7 +52,10 @@ def params_by_part(model: nn.Module) -> dict[str, int]:
 class ModuleFlops(FlopCounterMode):
     """FlopCounterMode that also gives each counted FLOP to the innermost module of ``model``
     running when it was done (its attribute path; "" = the reader's own code), in ``own``.
-    Its parents in the call stack do not get it again, so ``own`` sums to the total."""
+    Its parents in the call stack do not get it again, so ``own`` sums to the total.
+
+    Only torch's public API: at every entry to and exit from a module, the counter's total
+    so far (``get_total_flops``) has grown by what the module then innermost did."""
 
     def __init__(self, model: nn.Module):
         super().__init__(display=False)
@@ -60,32 +63,39 @@ class ModuleFlops(FlopCounterMode):
         self.stack: list[str] = []
         self.own: Counter[str] = Counter()
         self.handles: list[Any] = []
+        self.seen = 0  # the total when last given out
+
+    def _give(self) -> None:
+        """What was counted since the last module entry or exit, to the innermost module."""
+        total = self.get_total_flops()
+        if total != self.seen:
+            self.own[self.stack[-1] if self.stack else ""] += total - self.seen
+            self.seen = total
 
     def __enter__(self):
         def pre(module, _args):
             if id(module) in self.paths:
+                self._give()
                 self.stack.append(self.paths[id(module)])
 
         def post(module, _args, _out):
             if id(module) in self.paths and self.stack:
+                self._give()
                 self.stack.pop()
 
         self.handles = [
             nn.modules.module.register_module_forward_pre_hook(pre),
             nn.modules.module.register_module_forward_hook(post),
         ]
+        self.seen = 0
         return super().__enter__()
 
     def __exit__(self, *exc):
         for h in self.handles:
             h.remove()
-        return super().__exit__(*exc)
-
-    def _count_flops(self, func_packet, out, args, kwargs):
-        if func_packet in self.flop_registry:
-            n = self.flop_registry[func_packet](*args, **kwargs, out_val=out)
-            self.own[self.stack[-1] if self.stack else ""] += int(n)
-        return super()._count_flops(func_packet, out, args, kwargs)
+        out = super().__exit__(*exc)
+        self._give()
+        return out
 
 
 def count_forward(model: nn.Module, images: torch.Tensor, widths: torch.Tensor, labels: list[str]):
@@ -145,6 +155,19 @@ def cudnn_rnn_flops(
     return total
 
 
+def attention_flops(q: Any, k: Any, v: Any, backward: bool = False) -> int:
+    """FLOPs of scaled dot-product attention on shapes (B, H, Tq, D), (B, Hk, Tk, D),
+    (B, Hk, Tk, Dv): scores (q @ k^T) and weighted sums (weights @ v), 2 FLOPs a
+    multiply-add; the backward recomputes the scores and takes the gradients of the scores,
+    v, q and k (as torch counts its own fused kernels)."""
+    b, h, tq, d = q
+    tk, dv = k[2], v[3]
+    forward = 2 * b * h * tq * tk * (d + dv)
+    if not backward:
+        return forward
+    return 2 * b * h * tq * tk * (d + 2 * dv + 2 * d)
+
+
 @functools.cache
 def register_formulas() -> list[str]:
     """Give torch's counter formulas for the kernels it has none for, which would count 0:
@@ -152,15 +175,19 @@ def register_formulas() -> list[str]:
     (``F.scaled_dot_product_attention`` on CPU), each forward and backward (the backward of
     an RNN: 2x its forward, the gradients of inputs and of weights). Returns the ops given
     one; registered once per process, for every counter (the bench's too)."""
-    from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
-
     aten, done = torch.ops.aten, []
 
     def add(name: str, fn, raw: bool) -> None:
         op = getattr(aten, name, None)
-        if op is not None and op not in flop_registry:
+        if op is None:
+            return
+        try:
             register_flop_formula(op, get_raw=raw)(fn)
-            done.append(name)
+        except RuntimeError as err:  # torch counts it itself (a newer torch): its formula
+            if "duplicate" not in str(err):
+                raise
+            return
+        done.append(name)
 
     def rnn(inp, weight, stride0, buf, hx, cx, mode, hidden, proj, layers, *rest, **kw):
         # rest: batch_first, dropout, train, bidirectional, batch_sizes, dropout_state
@@ -178,10 +205,10 @@ def register_formulas() -> list[str]:
         return 2 * cudnn_rnn_flops(shape, int(hidden), int(layers), bool(bidir), mode, packed)
 
     def sdpa(q, k, v, *args, out_shape=None, **kw):
-        return sdpa_flop_count(q, k, v)
+        return attention_flops(q, k, v)
 
     def sdpa_backward(grad_out, q, k, v, *args, out_shape=None, **kw):
-        return sdpa_backward_flop_count(grad_out, q, k, v)
+        return attention_flops(q, k, v, backward=True)
 
     add("_cudnn_rnn", rnn, True)
     add("_cudnn_rnn_backward", rnn_backward, True)

@@ -20,9 +20,10 @@ import pandas as pd
 import torch
 
 from attnlab.config import EvalConfig, RunTaskConfig, seen_lengths, span
+from attnlab.data.dedup import CONTENT, pairs_digest
 from attnlab.data.folder import LABELS, warn_stderr
 from attnlab.data.lineage import trained_keys
-from attnlab.data.recorded import folder_strips, held_out_path, held_out_strips
+from attnlab.data.recorded import folder_cache, held_out_cache, held_out_path
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError
 from attnlab.evaluation import explore, metrics
@@ -33,9 +34,9 @@ from attnlab.evaluation.records import confident_failures, readings_table, recor
 from attnlab.io import atomic_dir, csv_text, write_text
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.runs import checkpoint
+from attnlab.runs import checkpoint, pretrained
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.evaldir import STRIP_PRINTS, EvalDir, EvalMeta
+from attnlab.runs.evaldir import STRIP_PRINTS, STRIPS_BY, EvalDir, EvalMeta
 from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.rundir import EVAL
 from attnlab.runtime import bf16_autocast
@@ -61,6 +62,7 @@ class EvalPlan:
     digest: str | None = None  # a user folder's data (folder_digest)
     bf16: bool = False  # the autocast the run trained under
     onnx: str | None = None  # an export read through the reference loop instead of torch
+    prints: dict[str, str] | None = None  # labelled strips: length -> their content (keys)
 
 
 def eval_lengths(seen: list[int]) -> list[int]:
@@ -105,17 +107,20 @@ def _evaluate(
     seen = seen_lengths(exp.data)
     if not synthetic and (cfg.folder or ckpt.data_split is not None):
         trained = trained_keys(ckpt.data_split, ckpt.init_from)  # ancestors' strips too
-        sets, name, digest = _folder_sets(cfg, exp.data, ckpt.data_split, trained)
+        sets, name, digest, prints = _folder_sets(cfg, exp.data, ckpt.data_split, trained)
         source = "folder"
     else:
-        sets, name, digest = _synthetic_sets(cfg, exp.data, seen), cfg.name, None
+        sets, name, digest, prints = _synthetic_sets(cfg, exp.data, seen), cfg.name, None, None
         name, source = name or f"synthetic-{_decoding(cfg)}", "synthetic"
     if onnx and not cfg.name:
         name = f"{name}-onnx"
     target = checkpoint.output_root(ckpt_path, EVAL) / name
+    if pretrained.is_packaged(ckpt_path):  # no run directory: say where, before the tables
+        say(f"the packaged reader has no run directory: this evaluation goes to {target}")
     refuse_other_data(EvalDir(target), cfg.folder, digest)
     bf16 = bf16_autocast(exp.train.bf16, dev)  # the autocast the run trained under
     plan = EvalPlan(reader, dev, ckpt, ckpt_path, sets, cfg, seen, source, name, digest, bf16, onnx)
+    plan.prints = prints  # labelled strips: their content by length (_folder_sets)
     final = atomic_dir(target, lambda work: _write_evaluation(EvalDir(work), plan, say))
     say(f"evaluation written to {final}")
     return final
@@ -123,25 +128,36 @@ def _evaluate(
 
 def _folder_sets(
     cfg: EvalConfig, data: Any, split: dict[str, Any] | None, trained: set[str] | None = None
-) -> tuple[dict[int, tuple[StripBatch, list[str]]], str, str | None]:
-    """Labelled strips by length with their source names, the evaluation's name and the
-    data's digest: eval.folder (a folder, list file or LMDB: data.sources), or by default the
-    strips the run held out (data=folder), never trained on. ``trained``: the keys of the
-    strips behind the weights (``lineage.trained_keys``); a folder holding any is refused."""
+):
+    """Labelled strips by length with their source names, the evaluation's name, the
+    data's digest and each length's fingerprint: eval.folder (a folder, list file or LMDB:
+    data.sources), or by default the strips the run held out (data=folder), never trained
+    on. ``trained``: the keys of the strips behind the weights (``lineage.trained_keys``); a
+    folder holding any is refused. A length's fingerprint is of its strips' content keys and
+    labels (``content_prints``): the same strips read at another height or crop print alike."""
     digest = None
     if cfg.folder:  # one loader for folders, list files and LMDBs (data.sources)
-        strips, files = folder_strips(
-            cfg.folder, data, cfg.crop, cfg.allow_outside, trained, warn_stderr
-        )
-        digest = folder_digest(Path(cfg.folder), strips)
+        cache = folder_cache(cfg.folder, data, cfg.crop, cfg.allow_outside, trained, warn_stderr)
+        strips, files = cache.batch(range(len(cache))), cache.ids
+        content = pairs_digest(cache.keys, cache.labels)  # however the strips were read
+        digest = folder_digest(Path(cfg.folder), strips, content)
         name = f"folder-{Path(cfg.folder).resolve().name}-{digest}-{_decoding(cfg)}"
     else:
-        strips, files = held_out_strips(data, split, warn_stderr, trained)
+        cache = held_out_cache(data, split, warn_stderr, trained)
+        strips, files = cache.batch(range(len(cache))), cache.ids
         name = f"held-out-{_decoding(cfg)}"
-    sets = {
-        n: (strips.select(idx), [files[i] for i in idx]) for n, idx in _by_length(strips).items()
+    by_length = _by_length(strips)
+    sets = {n: (strips.select(idx), [files[i] for i in idx]) for n, idx in by_length.items()}
+    return sets, cfg.name or name, digest, content_prints(cache.keys, cache.labels, by_length)
+
+
+def content_prints(keys: list[str], labels: list[str], by_length: dict[int, list[int]]):
+    """Per length: a fingerprint of its strips by content (``dedup.content_key``) and label,
+    in no order: what two evaluations of one folder share however they read it."""
+    return {
+        str(n): pairs_digest([keys[i] for i in idx], [labels[i] for i in idx])
+        for n, idx in by_length.items()
     }
-    return sets, cfg.name or name, digest
 
 
 def _synthetic_sets(
@@ -156,16 +172,18 @@ def _synthetic_sets(
     }
 
 
-def folder_digest(folder: Path, strips: StripBatch | None = None) -> str:
+def folder_digest(folder: Path, strips: StripBatch | None = None, content: str | None = None):
     """8 hex digits naming a folder's data: its resolved path and its labels.csv, so that two
     folders of one name (a/strips, b/strips) or a folder relabelled get evaluations of their
     own instead of replacing each other's. An LMDB holds its labels and images inside, so
-    its name covers the strips read from it (``strips_digest``)."""
+    its name covers the strips read from it: ``content`` (their content keys and labels, the
+    same at any height or crop), else ``strips_digest``."""
     h = hashlib.sha256(str(folder.resolve()).encode("utf-8", "surrogateescape") + b"\0")
     labels = folder / LABELS if folder.is_dir() else folder  # a list file is its labels
     h.update(labels.read_bytes() if labels.is_file() else b"")
-    if folder.is_dir() and not labels.is_file() and strips is not None:  # an LMDB
-        h.update(strips_digest(strips).encode())
+    if folder.is_dir() and not labels.is_file():  # an LMDB
+        if content is not None or strips is not None:
+            h.update((content or strips_digest(strips)).encode())
     return h.hexdigest()[:8]
 
 
@@ -230,7 +248,13 @@ def _read_sets(plan: EvalPlan) -> tuple[pd.DataFrame, dict[int, tuple[StripBatch
         readings_by_length[n] = (strips, r)
         frames.append(
             records_for(
-                strips, r, reader.encoder.stride, sources, plan.source == "synthetic", oracle=oracle
+                strips,
+                r,
+                reader.encoder.stride,
+                sources,
+                plan.source == "synthetic",
+                oracle=oracle,
+                attention=getattr(reader, "ATTENTION", True),  # an ONNX adapter: as its reader's
             )
         )
     return pd.concat(frames, ignore_index=True), readings_by_length
@@ -277,8 +301,11 @@ def _meta(plan: EvalPlan) -> EvalMeta:
             **({"crop": bool(cfg.crop)} if source == "folder" else {}),
             **({"data_digest": plan.digest} if plan.digest else {}),
             **({"onnx": str(plan.onnx)} if plan.onnx else {}),
-            # what the report checks before it pairs two evaluations strip by strip
-            STRIP_PRINTS: {str(n): strips_digest(s) for n, (s, _) in plan.sets.items()},
+            # what the report checks before it pairs two evaluations strip by strip: labelled
+            # strips by content (however read), synthetic ones by their pixels
+            STRIP_PRINTS: plan.prints
+            or {str(n): strips_digest(s) for n, (s, _) in plan.sets.items()},
+            **({STRIPS_BY: CONTENT} if plan.prints else {}),
         },
     )
 

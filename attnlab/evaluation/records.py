@@ -4,7 +4,6 @@ listing are built from. Pure pandas/numpy over readings; nothing here runs a rea
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from attnlab.data.strips import StripBatch
@@ -35,17 +34,20 @@ def records_for(
     sources: list[str],
     known_spans: bool = True,
     oracle: Readings | None = None,
+    attention: bool = True,
 ) -> pd.DataFrame:
     """One row per strip: truth, reading, confidence, edit operations, failure mode, the
     oracle-length reading when there is one, and the attention statistics (alignment hits
-    on correct readings, entropy) when the reader has weights."""
+    on correct readings, entropy) when the reader has weights. ``attention`` False: its
+    weights are not an attention (``Reader.ATTENTION``): no attention entropy (NaN)."""
     rows = []
     for i, (truth, reading) in enumerate(zip(strips.labels, readings.texts, strict=True)):
         hits = steps = 0
         entropy = float("nan")
         if readings.weights is not None:
             w = readings.weights[i]
-            entropy = metrics.attention_entropy(w, len(reading)) if len(reading) else np.nan
+            if attention and len(reading):
+                entropy = metrics.attention_entropy(w, len(reading))
             if known_spans and reading == truth and len(truth):
                 cols = metrics.spans_to_columns(strips.spans[i, : len(truth)].numpy(), stride)
                 hits, steps = metrics.alignment_hits(w, cols)

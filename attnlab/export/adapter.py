@@ -23,6 +23,7 @@ class OnnxReader:
         self.name = export.meta["reader"]
         self.charset = export.charset
         self.encoder = SimpleNamespace(stride=export.meta["stride"])
+        self.ATTENTION = _attends(self.name)  # as the exported reader's weights are
 
     def eval(self) -> OnnxReader:
         return self
@@ -45,6 +46,16 @@ class OnnxReader:
 
     def head_weights(self, images, widths, texts):
         return None
+
+
+def _attends(reader: str) -> bool:
+    """Whether the weights of the reader of this name are an attention (``Reader.ATTENTION``)."""
+    from attnlab.models import registry
+
+    try:
+        return bool(registry.get(reader).reader.ATTENTION)
+    except UserError:  # a reader this process does not know: its weights taken as attention
+        return True
 
 
 def onnx_reader(folder: Path | str, ckpt_path: Path) -> OnnxReader:

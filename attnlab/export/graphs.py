@@ -34,19 +34,14 @@ OPSET = 17
 ENCODER, STEP, CTC = "encoder", "step", "ctc"
 STATE, PREV, NEXT, LOGITS, WEIGHTS = "state", "prev", "next_state", "logits", "weights"
 IMAGES, WIDTHS, LOG_PROBS, COLUMNS = "images", "widths", "log_probs", "columns"
-# Readers whose decoder state cannot be a fixed-rank tensor of one step's graph, and why.
-REFUSED = {
-    "transformer": (
-        "its decoder state is a key/value cache that grows by one position per step and its "
-        "positions are counted in Python, which one traced step graph cannot hold"
-    ),
-}
 
 
 def refusal(reader: Reader) -> str | None:
-    """Why ``reader`` cannot be exported (None: it can)."""
-    if reader.name in REFUSED:
-        return f"the {reader.name} reader cannot be exported to ONNX: {REFUSED[reader.name]}"
+    """Why ``reader`` cannot be exported (None: it can): the reason the reader itself gives
+    (``Reader.ONNX_REFUSED``: a decoder state no fixed-rank tensor of one step's graph holds),
+    or that it is neither step-wise nor the CTC reader."""
+    if reader.ONNX_REFUSED:
+        return f"the {reader.name} reader cannot be exported to ONNX: {reader.ONNX_REFUSED}"
     if not isinstance(reader, (StepwiseReader, CTCReader)):
         return (
             f"the {reader.name} reader cannot be exported to ONNX: it is neither step-wise "

@@ -39,6 +39,13 @@ class Reader(nn.Module):
     # one part (the registry's contract test checks it); an attribute a config leaves unbuilt
     # (None) is skipped. A reader whose modules differ declares its own.
     PARTS: ClassVar[dict[str, tuple[str, ...]]] = {"encoder": ("encoder",)}
+    # Why no ONNX graph can hold this reader (``attnlab export`` refuses it with this reason,
+    # attnlab.export.graphs); None: it exports as a step-wise reader or as the CTC reader.
+    ONNX_REFUSED: ClassVar[str | None] = None
+    # Whether ``Decoded.weights`` are an attention (a weighting of the columns read at each
+    # output step), whose entropy the evaluation reports as attention entropy. False: they
+    # are drawn as maps but are something else (the CTC reader's path posteriors).
+    ATTENTION: ClassVar[bool] = True
 
     def __init__(self, cfg: ModelConfig, height: int, recurrent: bool = True):
         """The encoder is the one ``cfg.backbone`` names (attnlab.models.encoders): a reader

@@ -16,11 +16,12 @@ import importlib.resources
 import os
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from attnlab.config import ModelConfig
 from attnlab.errors import UserError
@@ -144,10 +145,41 @@ def check_names(names: list[str] | tuple[str, ...], key: str | None = None) -> l
     return [str(n) for n in names]
 
 
-def config_node(name: str, values: dict | None = None):
-    """The typed config of reader ``name`` (an OmegaConf node), with ``values`` merged in."""
+def renamed(name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A model section ``values`` of reader ``name`` (an older run's ``.hydra/config.yaml``
+    or checkpoint) with each key its config renamed since (``RENAMED``: old -> new) under
+    its new name; a section holding both names is refused in one line."""
+    out = dict(values)
+    for old, new in getattr(get(name).config, "RENAMED", {}).items():
+        if old not in out:
+            continue
+        if new in out:
+            raise UserError(
+                f"model.{old} and model.{new}: the {name} reader's model.{old} is called "
+                f"model.{new} now; give it once"
+            )
+        out[new] = out.pop(old)
+    return out
+
+
+def new_name(config: str, key: str) -> str | None:
+    """What the reader config class named ``config`` (as OmegaConf names it in an error) calls
+    its former key ``key`` now; None when it renamed no such key."""
+    for spec in map(get, names()):
+        if spec.config.__name__ == config:
+            return getattr(spec.config, "RENAMED", {}).get(key)
+    return None
+
+
+def config_node(name: str, values: Mapping[str, Any] | None = None):
+    """The typed config of reader ``name`` (an OmegaConf node), with ``values`` merged in
+    (keys renamed since read under their new names: ``renamed``)."""
     node = OmegaConf.structured(get(name).config(name=name))
-    return OmegaConf.merge(node, values) if values else node
+    if not values:
+        return node
+    if isinstance(values, DictConfig):
+        values = OmegaConf.to_container(values)
+    return OmegaConf.merge(node, renamed(name, values))
 
 
 def build(cfg: ModelConfig, height: int, charset: str | None = None) -> Reader:

@@ -3,20 +3,19 @@ tensorboard/ (HParams: one session per run).
 
 Only reads run directories (through attnlab.runs.rundir) and never imports torch itself; the
 reader registry, which does, is consulted lazily for reader order, colours and descriptions.
-Every file is written whole or not at all (attnlab.io), with the umask's usual mode.
+Every file is written whole or not at all (attnlab.io), with the umask's usual mode; the
+report folder is replaced whole (report.swap: at every instant the earlier report or the new
+one is whole, and a writer killed midway is settled by the next report).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from attnlab.io import PARTIAL, WriteError, csv_text, write_bytes, write_text
+from attnlab.io import csv_text, write_bytes, write_text
 from attnlab.report import calibration as calibration_section
 from attnlab.report import datacurve
 from attnlab.report import explorer as explorer_section
@@ -51,6 +50,7 @@ from attnlab.report.objectives import best_runs, objectives
 from attnlab.report.omitted import Omitted, omitted_markdown
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
 from attnlab.report.reader_styles import baseline, colours
+from attnlab.report.swap import Building, report_place
 from attnlab.report.swept import swept_plots
 from attnlab.report.tables import (
     comparison_tables,
@@ -150,10 +150,16 @@ def build_report(
     cannot be paired while another can is skipped, in one line through `warn`); a run that
     is broken, partial, stale or a duplicate seed is listed with its problems, never a
     crash. The report is
-    written all or nothing: built in a hidden folder beside `out_dir`, then swapped in, so a
-    failure (a full disk) leaves an earlier report in `out_dir` as it was.
+    written all or nothing: built in a hidden folder beside `out_dir`, then swapped in
+    (report.swap), so a failure (a full disk) leaves an earlier report in `out_dir` as it was,
+    and at every instant, even when the writer is killed, the earlier report or the new one
+    is whole; what a killed writer left is settled first, before anything else is checked.
+    Files of the earlier report that are not the report's are kept. A symlink `out_dir` is
+    kept, the report replaced at its target.
     """
     paths = [Path(p) for p in paths]
+    out_dir = Path(out_dir)
+    final = report_place(out_dir)
     runs = discover_runs(paths)
     if not runs:
         unread = "; ".join(unread_runs(paths))
@@ -161,48 +167,14 @@ def build_report(
             f"no runs found under {', '.join(str(p) for p in paths)}"
             + (f" ({unread})" if unread else "")
         )
-    out_dir = Path(out_dir)
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(
-            tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=PARTIAL, dir=out_dir.parent)
-        )
-    except OSError as err:
-        raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
-    replaced = out_dir.exists()
-    try:
-        lines = _write(paths, runs, work, compare_pair, warn)
-        _swap_in(work, out_dir)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with Building(final, shown=out_dir) as building:
+        lines = _write(paths, runs, building.folder, compare_pair, warn)
+        replaced = building.swap_in(_is_report_file)
     if replaced:  # said first: the earlier report's files are gone (files of your own kept)
         lines = [f"{out_dir}: replaced the earlier report there (files not its own kept)", *lines]
     for line in lines if say is not None else []:
         say(line)
     return out_dir / INDEX
-
-
-def _swap_in(work: Path, out_dir: Path) -> None:
-    """Put the finished report `work` in place of `out_dir`. Files of `out_dir` that are not
-    the report's (a note someone keeps there) are copied over first, so nothing is lost."""
-    os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 would hide it from colleagues
-    if not out_dir.exists():
-        work.rename(out_dir)
-        return
-    old = out_dir.parent / f".{out_dir.name}.old{PARTIAL}"
-    try:
-        for entry in out_dir.iterdir():
-            if not (work / entry.name).exists() and not _is_report_file(entry.name):
-                copy = shutil.copytree if entry.is_dir() else shutil.copy2
-                copy(entry, work / entry.name)
-        shutil.rmtree(old, ignore_errors=True)
-        out_dir.rename(old)
-        work.rename(out_dir)
-    except OSError as err:
-        if old.exists() and not out_dir.exists():
-            old.rename(out_dir)
-        raise WriteError(f"cannot write {out_dir}: {err.strerror or err}") from err
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _is_report_file(name: str) -> bool:
@@ -214,12 +186,6 @@ def _is_report_file(name: str) -> bool:
     own += (EXPECTED_MAX_CSV,)
     kinds += ("tuned",)
     return name in own or (name.endswith(".png") and name.split("_", 1)[0] in kinds)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _write(

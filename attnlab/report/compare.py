@@ -15,7 +15,8 @@ one training range and evaluation, per length and for the seen and unseen totals
 Seeds are paired by seed value where both variants have it, otherwise in seed order (the
 `pairing` column says which). A pairing of evaluations that did not read the same strips is
 refused: their ``eval.json`` strip fingerprints must be equal at every length compared, and
-their readings must name the same strips with the same truths.
+their readings must name the same strips with the same truths. Labelled strips print by
+content and label (``dedup.content_key``), so one folder read at two heights pairs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import ordered
 from attnlab.report.variants import ordered_variants
-from attnlab.runs.evaldir import STRIP_PRINTS
+from attnlab.runs.evaldir import STRIP_PRINTS, STRIPS_BY
 from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.rundir import RunDir
 
@@ -127,7 +128,7 @@ def _bad_reading(frame: pd.DataFrame) -> str | None:
     return None
 
 
-def _fingerprints(run: RunInfo, eval_name: str) -> dict[str, str]:
+def _fingerprints(run: RunInfo, eval_name: str) -> tuple[dict[str, str], str]:
     meta = run.eval_meta.get(eval_name)
     if meta is None:
         try:
@@ -140,7 +141,8 @@ def _fingerprints(run: RunInfo, eval_name: str) -> dict[str, str]:
             f"{run.path}: eval/{eval_name} has no strip fingerprints (written by an older "
             "attnlab): run attnlab eval on it again to compare it strip by strip"
         )
-    return {str(k): str(v) for k, v in prints.items()}
+    by = str((meta.extra or {}).get(STRIPS_BY) or "pixels")  # synthetic, or an older attnlab
+    return {str(k): str(v) for k, v in prints.items()}, by
 
 
 def check_same_strips(
@@ -148,7 +150,13 @@ def check_same_strips(
 ) -> list[int]:
     """The lengths both evaluations read, after checking they read the very same strips
     there; raises CompareRefused, naming the first length that differs."""
-    fa, fb = _fingerprints(a, eval_name), _fingerprints(b, eval_name)
+    (fa, by_a), (fb, by_b) = _fingerprints(a, eval_name), _fingerprints(b, eval_name)
+    if by_a != by_b:
+        older = b.path if by_a == "content" else a.path  # of an attnlab before content prints
+        raise CompareRefused(
+            f"{older}: eval/{eval_name} prints its strips by pixels, the other run's by "
+            "content: run attnlab eval on it again to compare them strip by strip"
+        )
     common = sorted(set(fa) & set(fb), key=int)
     if not common:
         raise CompareRefused(f"{a.path} and {b.path}: eval/{eval_name} share no length")

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from attnlab.config.overrides import override_key, override_value
 from attnlab.io import file_digest
 from attnlab.report.objectives import Objective, read_objective
 from attnlab.runs.rundir import RunDir
@@ -108,7 +109,7 @@ def budget_notes(
             f"unequal trials: {each} complete: the budgets are not equal; the "
             f"readers are set side by side at n = 1..{min(counts.values())}"
         )
-    keys = [a.split("=", 1)[0] for a in axes]
+    keys = [override_key(a) for a in axes]
     for reader, lacks in dropped.items():
         if lacks and len(lacks) >= len(keys):
             notes.append(
@@ -158,10 +159,7 @@ def edge_lines(best: dict[str, dict], axes: list[str]) -> list[str]:
         key, lo, hi, log = got
         scale = math.log if log else float
         for reader, b in best.items():
-            value = next(
-                (o.split("=", 1)[1] for o in b.get("overrides") or [] if o.split("=", 1)[0] == key),
-                None,
-            )
+            value = override_value(b.get("overrides") or [], key)
             if not _finite(value) or (log and float(value) <= 0):
                 continue
             x = (scale(float(value)) - scale(lo)) / (scale(hi) - scale(lo))
@@ -232,7 +230,7 @@ def setup_line(
     the steps per trial and the trials per reader."""
     shown = []
     for axis in axes:
-        key = axis.split("=", 1)[0]
+        key = override_key(axis)
         has = [r for r in readers if key not in dropped.get(r, [])]
         shown.append(axis if len(has) == len(readers) else f"{axis} ({', '.join(has)} only)")
     per = f"{steps} steps per trial" if steps else "steps per trial unknown"

@@ -26,6 +26,8 @@ from omegaconf import OmegaConf
 from attnlab.config.experiment import patience_measure
 from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
 from attnlab.data.bank_cache import BANK_KEYS
+from attnlab.errors import UserError
+from attnlab.models import registry
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key, shades
 from attnlab.report.short_numbers import short_forms
@@ -48,7 +50,15 @@ def flat_config(config_text: str) -> dict[str, str] | None:
         plain = OmegaConf.to_container(cfg, resolve=True)
     except Exception:  # an interpolation that no longer resolves: compare the text as written
         plain = OmegaConf.to_container(cfg, resolve=False)
-    return flatten(plain) if isinstance(plain, dict) else None
+    if not isinstance(plain, dict):
+        return None
+    model = plain.get("model")
+    if isinstance(model, dict) and isinstance(model.get("name"), str):
+        try:  # a key its reader renamed since reads under its new name (an older run)
+            plain["model"] = registry.renamed(model["name"], model)
+        except UserError:  # an unknown reader, or both names: compared as written
+            pass
+    return flatten(plain)
 
 
 # The seen lengths count as the set they name, however configured (a range or a set).

@@ -159,7 +159,7 @@ class Checkpoint:
         name = str((saved.get("model") or {}).get("name", self.reader))
         schema = OmegaConf.structured(ExperimentConfig)
         schema.model = registry.config_node(name)
-        model = dict(saved.get("model") or {})
+        model = registry.renamed(name, saved.get("model") or {})  # keys renamed since
         if self.format == 1:  # one flat model section: keep this reader's fields
             model = {k: v for k, v in model.items() if k in schema.model}
         added = {k: v for k, v in legacy("model", self.format).items() if k in schema.model}

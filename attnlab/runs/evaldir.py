@@ -19,6 +19,9 @@ READINGS = "readings.csv"
 # EvalMeta.extra key: file name -> sha256 of the CSV tables as the evaluation wrote them
 DIGESTS = "digests"
 STRIP_PRINTS = "strips"  # EvalMeta.extra key: length -> fingerprint of the strips read
+# EvalMeta.extra key: "content" where STRIP_PRINTS are of labelled strips' content keys and
+# labels (attnlab.data.dedup), however they were read; absent: of the strips' pixels
+STRIPS_BY = "strips_by"
 THRESHOLDS = "thresholds.csv"
 RELIABILITY = "reliability.png"
 STOPS = "stops.png"

@@ -81,21 +81,31 @@ def resume_command(run_dir: Path | str) -> str | None:
     hydra = _recorded(run / ".hydra" / "hydra.yaml")
     if hydra is None:
         return None
-    if str(hydra.get("mode")) != "MULTIRUN":
-        where, prog = f"hydra.run.dir={_path_value(run)}", ["attnlab", "train"]
-    else:
+    if str(hydra.get("mode")) == "MULTIRUN":
         sweep = next((p for p in run.parents if (p / SWEEP_MARKER).is_file()), None)
-        hydra = _recorded(sweep / SWEEP_MARKER) if sweep is not None else None
-        if sweep is None or hydra is None:
-            return None
-        where = f"hydra.sweep.dir={_path_value(sweep)}"
-        sweeps = (hydra.get("job") or {}).get("config_name") == "sweep"
-        prog = ["attnlab", "sweep", "lengths"] if sweeps else ["attnlab", "train", "-m"]
+        return sweep_command(sweep) if sweep is not None else None
+    return _command(hydra, ["attnlab", "train"], f"hydra.run.dir={_path_value(run)}")
+
+
+def sweep_command(sweep_dir: Path | str) -> str | None:
+    """The shell command that resumes the sweep in ``sweep_dir`` (or starts again the jobs
+    it has not started): its command with ``hydra.sweep.dir=``, from its ``multirun.yaml``.
+    None when that record is missing."""
+    sweep = Path(sweep_dir).resolve()
+    hydra = _recorded(sweep / SWEEP_MARKER)
+    if hydra is None:
+        return None
+    sweeps = (hydra.get("job") or {}).get("config_name") == "sweep"
+    prog = ["attnlab", "sweep", "lengths"] if sweeps else ["attnlab", "train", "-m"]
+    return _command(hydra, prog, f"hydra.sweep.dir={_path_value(sweep)}")
+
+
+def _command(hydra: dict[str, Any], prog: list[str], where: str) -> str:
+    """``prog``, the recorded task and hydra overrides (but where it ran), then ``where``."""
     overrides = hydra.get("overrides") or {}
     dropped = ("hydra.mode=", "hydra.run.dir=", "hydra.sweep.dir=")
     own = [str(o) for o in overrides.get("hydra") or [] if not str(o).startswith(dropped)]
-    args = [*prog, *map(str, overrides.get("task") or []), *own, where]
-    return shlex.join(args)
+    return shlex.join([*prog, *map(str, overrides.get("task") or []), *own, where])
 
 
 def continue_command(run_dir: Path | str, override: str) -> str | None:
@@ -104,5 +114,8 @@ def continue_command(run_dir: Path | str, override: str) -> str | None:
     command = resume_command(run_dir)
     if command is None:
         return None
-    key = override.split("=", 1)[0] + "="
-    return shlex.join([a for a in shlex.split(command) if not a.startswith(key)] + [override])
+    from attnlab.config.overrides import override_key
+
+    key = override_key(override)
+    kept = [a for a in shlex.split(command) if "=" not in a or override_key(a) != key]
+    return shlex.join([*kept, override])

@@ -88,6 +88,8 @@ class TrainMetrics:
     device: str | None = None  # e.g. cpu, cuda:0 [GPU 1] (the CUDA_VISIBLE_DEVICES it was given)
     stopped_early: dict[str, Any] | None = None  # train.patience's stop: step, best_step, ...
     drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
+    # its budget: minutes and steps given, minutes_spent, steps_taken, ended_by (training.budget)
+    budget: dict[str, Any] | None = None
 
 
 class RunDir:
@@ -166,10 +168,16 @@ class RunDir:
         return self.config.is_file()
 
     # -- status --------------------------------------------------------------------------------
-    def write_status(self, state: RunStatus, step: int, error: str | None = None) -> None:
-        write_json(
-            self.status_file, {"state": RunStatus(state).value, "step": step, "error": error}
-        )
+    def write_status(
+        self,
+        state: RunStatus,
+        step: int,
+        error: str | None = None,
+        budget: dict[str, Any] | None = None,
+    ) -> None:
+        """status.json; ``budget``: the run's budget as spent so far (training.budget)."""
+        status = {"state": RunStatus(state).value, "step": step, "error": error}
+        write_json(self.status_file, {**status, "budget": budget} if budget else status)
 
     def read_status(self) -> Status:
         data = load_json(self.status_file)

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from attnlab.config.overrides import override_key
 from attnlab.errors import UserError, one_line
 from attnlab.evaluation import cost_count, cost_time
 from attnlab.evaluation.cost import build, flop_row, growth, strip_slice, train_batches
@@ -99,10 +100,6 @@ def run_config(run: str) -> DictConfig:
     return cfg
 
 
-def _key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
 def configs(cfg: DictConfig, overrides: list[str]) -> list[DictConfig]:
     """The training configs measured: a run's own, or for each of ``cost.readers`` the
     command's config with ``model=NAME`` (the rest of its overrides kept)."""
@@ -115,7 +112,7 @@ def configs(cfg: DictConfig, overrides: list[str]) -> list[DictConfig]:
             raise UserError("cost.readers: give readers or a run, not both")
         got = [run_config(str(cfg.run))]
         for o in overrides:
-            k = _key(o)
+            k = override_key(o)
             if not (k in WITH_RUN or k.startswith(("cost.", "hydra"))):
                 raise UserError(
                     f"{o}: attnlab cost RUN measures the run as it trained (its "
@@ -126,7 +123,7 @@ def configs(cfg: DictConfig, overrides: list[str]) -> list[DictConfig]:
         got = [cfg]
     else:
         names = registry.check_names(list(cfg.cost.readers), "cost.readers")
-        rest = [o for o in overrides if not _key(o).startswith(("model", "cost.readers"))]
+        rest = [o for o in overrides if not override_key(o).startswith(("model", "cost.readers"))]
         got = [compose([f"model={n}", *rest], config_name="cost") for n in names]
     for c in got:
         try:
@@ -145,7 +142,7 @@ def matched(cfg: DictConfig, overrides: list[str], c: Any) -> str:
     from attnlab.models import registry
     from attnlab.tasks.compose import compose
 
-    rest = [o for o in overrides if not _key(o).startswith(("model", "cost.", "run"))]
+    rest = [o for o in overrides if not override_key(o).startswith(("model", "cost.", "run"))]
     target = compose([f"model={c.match}", *rest], config_name="cost")
     want = registry.check_size(target.model, target.data.height, target.data.charset)
     return note(cfg, str(c.match_key), want, str(c.match))

@@ -32,6 +32,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from attnlab.config.overrides import override_key
 from attnlab.errors import UserError, exit_with
 
 QUIET = ("attnlab", "attnlab.train", "attnlab.threads")  # the jobs say it again, when they run
@@ -69,7 +70,7 @@ def check_jobs(config: DictConfig) -> None:
     try:
         for num, overrides in enumerate(jobs):
             try:
-                job = loader.load_sweep_config(config, list(overrides))
+                job = loader.load_sweep_config(config, _as_the_task_adds(config, overrides))
             except Exception:  # an override Hydra cannot compose: its own check says so,
                 return  # in one line, before any job starts (validate_batch_is_legal)
             with read_write(job), open_dict(job):
@@ -90,6 +91,18 @@ def check_jobs(config: DictConfig) -> None:
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _as_the_task_adds(config: DictConfig, overrides: list[str]) -> list[str]:
+    """A job's overrides with what ``attnlab train``'s first step adds to them (the
+    recipe, init_from's reader: attnlab.tasks.recipe), so the config checked is the one
+    that trains."""
+    if OmegaConf.select(config, "hydra.job.config_name") != "train":
+        return list(overrides)
+    from attnlab.tasks.recipe import resolve
+
+    resolved = resolve(overrides)
+    return [*overrides, *(resolved.keys if resolved else [])]
 
 
 def job_overrides(config: DictConfig) -> list[list[str]] | None:
@@ -163,7 +176,7 @@ def _order_hint(folder: Path | None, overrides: list[str], jobs: list[list[str]]
         before = [str(o) for o in OmegaConf.load(folder / ".hydra" / "overrides.yaml")]
     except Exception:  # no record: nothing to say
         return ""
-    swept = {k for k in {_key(o) for job in jobs for o in job} if _varies(k, jobs)}
+    swept = {k for k in {override_key(o) for job in jobs for o in job} if _varies(k, jobs)}
     mine = [_values(job, swept) for job in jobs]
     was = _values(before, swept)
     if sorted(before) == sorted(overrides):
@@ -177,12 +190,12 @@ def _order_hint(folder: Path | None, overrides: list[str], jobs: list[list[str]]
     return f"; {folder} holds a job run with [{' '.join(sorted(before))}]"
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0]
-
-
 def _values(overrides: list[str], keys: set[str]) -> dict[str, str]:
-    return {_key(o): o.split("=", 1)[1] for o in overrides if "=" in o and _key(o) in keys}
+    return {
+        override_key(o): o.split("=", 1)[1]
+        for o in overrides
+        if "=" in o and override_key(o) in keys
+    }
 
 
 def _varies(key: str, jobs: list[list[str]]) -> bool:

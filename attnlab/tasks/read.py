@@ -11,6 +11,7 @@ import torch
 
 from attnlab.config import RunTaskConfig, check_beam
 from attnlab.data.folder import load_image, warn_stderr
+from attnlab.data.notes import Tally, shown
 from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
 from attnlab.evaluation.figures import maps
@@ -18,13 +19,6 @@ from attnlab.evaluation.inference import Readings, read_strips
 from attnlab.runs import checkpoint
 from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.rundir import RunDir
-
-
-def shown(path: Path | str) -> str:
-    """A file name as printed: as it is, or quoted (Python's repr) when it holds a newline
-    or another character that is not printable, which would break one line per file."""
-    text = str(path)
-    return text if text.isprintable() else repr(text)
 
 
 def printable(text: str) -> str:
@@ -101,20 +95,29 @@ def read_files(
     say_if_training(run, ckpt)
     got = checkpoint.restore(ckpt, device)
     reader, cfg, dev = got.reader, got.config, got.device
-    loaded, names, bad = [], [], 0
-    for path in images:
-        try:
-            loaded.append(load_image(path, cfg.data.height, crop=crop))
-            names.append(Path(path))
-        except UserError as err:  # this file alone: the others are still read
-            print(f"attnlab: error: {printable(str(err))}", file=sys.stderr)
-            bad += 1
+    loaded, names, bad = load_files(images, lambda p, w: load_image(p, cfg.data.height, w, crop))
     if not loaded:
         return bad
     strips, out = read_loaded(reader, dev, loaded, beam)
     images_of = [strips.images[i, :, : int(strips.widths[i])].numpy() for i in range(len(names))]
     _say_readings(names, images_of, out, reader.name, reader.encoder.stride, attention_dir, say)
     return bad
+
+
+def load_files(images: list[Path], load: Callable) -> tuple[list, list[Path], int]:
+    """Each image that can be read, loaded by ``load(path, warn)``; its name; and how many
+    could not (each named in one error line on stderr; the others are still read). Light
+    ink on dark paper is said once, with a count (``notes.Tally``)."""
+    loaded, names, bad, tally = [], [], 0, Tally(warn_stderr)
+    for path in images:
+        try:
+            loaded.append(load(path, tally))
+            names.append(Path(path))
+        except UserError as err:  # this file alone: the others are still read
+            print(f"attnlab: error: {printable(str(err))}", file=sys.stderr)
+            bad += 1
+    tally.close(len(images))
+    return loaded, names, bad
 
 
 def _say_readings(names, images, out, reader: str, stride: int, attention_dir, say) -> None:
@@ -141,7 +144,7 @@ def _say_readings(names, images, out, reader: str, stride: int, attention_dir, s
             None,
             float("nan"),
         )
-        say(f"attention map of {shown(path)}: {target}")
+        say(f"attention map of {shown(path)}: {shown(target)}")
 
 
 def read_files_onnx(
@@ -159,14 +162,9 @@ def read_files_onnx(
 
     check_beam(beam, "--beam")
     model = Export(folder)
-    loaded, names, bad = [], [], 0
-    for path in images:
-        try:
-            loaded.append(pixels.load_image(path, model.height, crop=crop))
-            names.append(Path(path))
-        except UserError as err:
-            print(f"attnlab: error: {printable(str(err))}", file=sys.stderr)
-            bad += 1
+    loaded, names, bad = load_files(
+        images, lambda p, w: pixels.load_image(p, model.height, crop=crop, warn=w)
+    )
     if not loaded:
         return bad
     out = model.read_strips(loaded, beam)

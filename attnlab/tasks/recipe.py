@@ -1,46 +1,98 @@
-"""What ``attnlab train data=folder`` trains when the command names no reader: the recipe
-for strips attnlab did not draw, chosen from measurements on images no reader here was
-trained, validated or tuned on (docs/own-strips.md, "Which reader for my strips?").
+"""What ``attnlab train`` adds to a command before its config is composed: the own-strips
+recipe for ``data=folder`` without a reader, and, for ``init_from=RUN``, RUN's own reader.
 
-The recipe reads the strips at the one of ``HEIGHTS`` nearest (on a log scale) to their own
-height once cropped to their ink, as training places them
-(``attnlab.data.sources.median_own_height``), and trains the reader ``READERS`` names for
-that height until it stops improving (``BUDGET``). Its keys go before the command's own, so
-any of them given on the command line wins (a ``data.height`` given picks the reader of the
-height nearest it); a command that names ``model=`` or fine-tunes another run
-(``init_from=RUN``: its own reader) gets none of them, and neither does the lab's synthetic
-default (the attention reader). ``init_from=pretrained`` takes the packaged reader's own
-reader and height (the encoder's shape is the source's) and the budget.
+``resolve(overrides)`` is the one place this is decided, and every way a config is composed
+asks it: the CLI before Hydra sees a command (``attnlab train``, ``--cfg job``), every job of
+a multirun as its first step (``attnlab.tasks.train``: each job measures its own
+``data.path``), and ``attnlab.tasks.compose.compose`` (the benchmark, tests, scripts, the
+API). The keys it gives go after the command's own and are only those the command does not
+set, so any key the user gives wins.
+
+- ``init_from=RUN`` (a run, a checkpoint, or ``pretrained``: the packaged reader) keeps
+  RUN's reader, its encoder and reader keys, its height and its charset. A key the user
+  gives that cannot fit RUN's weights is refused when the weights are loaded
+  (``attnlab.training.finetune``), in one line naming the key.
+- ``data=folder`` without ``model=``: the reader of the one of ``HEIGHTS`` nearest (on a log
+  scale) to the strips' own height once cropped to their ink, as training places them
+  (``attnlab.data.sources.median_own_height``: the strips it measures are the ones training
+  then reads, decoded once), with the settings it trains best with (``SETTINGS``); a
+  ``data.height`` given picks the reader of the height nearest it. With ``init_from``, RUN's
+  reader instead. Either way, unless a preset sets its own, the budget ``BUDGET``.
+- Anything else (the lab's synthetic default, a reader named) is left as it is.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from attnlab.config.overrides import (
+    as_override,
+    given_keys,
+    is_override,
+    override_key,
+    override_value,
+    unquoted,
+)
 from attnlab.errors import UserError
-from attnlab.runs.pretrained import NAME as PRETRAINED
 
 HEIGHTS = (32, 64)  # data.height the recipe reads strips at (the lab's, and twice it)
 # The reader at each height, chosen on validation captchas of the third-party `captcha`
 # package (2,500 steps of 64): strips downscaled to 32 px read alike with model=ctc and
 # model=crnn (93.8% / 91.5% validation; 92.0% test each) at a third of crnn's step time;
 # at 64 px the CRNN's VGG encoder reads what the column encoder cannot (99.25% against
-# 97.75% validation; 98.8% against 97.2% test, 100% against 94% on lengths 9-10). The CRNN
-# trains with the settings that read most of three at 32 px (validation 87.5% at optim.lr
-# 6e-3, 89.0% at 2e-3, 91.5% at 2e-3 without data=folder's augmentation).
+# 97.75% validation; 98.8% against 97.2% test, 100% against 94% on lengths 9-10).
 READERS = {32: "ctc", 64: "crnn"}
-SETTINGS = {"crnn": ("optim.lr=0.002", "data.augmented=0", "data.elastic=0")}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Keys the recipe trains a reader with, and the keys a user names that stand for the
+    same choice: naming any of those leaves the whole setting out (the user's choice wins,
+    never half of the recipe's beside it)."""
+
+    keys: tuple[str, ...]
+    stands_for: tuple[str, ...]
+    why: str
+
+
+# The CRNN trains with the settings that read most of three at 32 px (validation 87.5% at
+# optim.lr 6e-3, 89.0% at 2e-3, 91.5% at 2e-3 without data=folder's augmentation).
+AUGMENTATION = ("data.augment", "data.augmented", "data.elastic", "data.slant", "data.jpeg")
+SETTINGS = {
+    "crnn": (
+        Setting(("optim.lr=0.002",), ("optim.lr",), "its learning rate"),
+        Setting(("data.augmented=0", "data.elastic=0"), AUGMENTATION, "no augmentation"),
+    )
+}
 # Its budget: train until 4 validations bring nothing better, at most 10,000 steps of 64
 # (the ctc reader at 64 px: 97.2% -> 98.2% of the seen test captchas, 94% -> 100% of
 # lengths 9-10, best at step 8,500). A command that names a preset (its own budget) gets
 # none of it.
 BUDGET = ("train.batch_size=64", "train.steps=10000", "train.patience=4")
+# What init_from keeps of RUN's config besides its reader's own keys (model.*).
+KEPT = ("data.height", "data.charset")
+MEASURED = 200  # strips (evenly spaced) whose median own height is the strips' height
 
 
-def reader_keys(reader: str) -> list[str]:
-    """``model=reader`` and the settings the recipe trains it with."""
-    return [f"model={reader}", *SETTINGS.get(reader, ())]
+@dataclass(frozen=True)
+class Resolved:
+    """The keys added to a command (after its own), and the one line that says why."""
+
+    keys: list[str]
+    line: str
+
+
+def reader_keys(reader: str, given: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """``model=reader`` and the settings the recipe trains it with, less any setting whose
+    choice the user made (``given``: the keys the command names)."""
+    keys = [f"model={reader}"]
+    for setting in SETTINGS.get(reader, ()):
+        if not given & set(setting.stands_for):
+            keys += setting.keys
+    return keys
 
 
 # What scripts/pretrain.py trains on synthetic strips (32 px): the packaged reader.
@@ -58,84 +110,179 @@ def height_for(own: float) -> int:
     return min(HEIGHTS, key=lambda h: abs(math.log(h / max(own, 1.0))))
 
 
-def _key(arg: str) -> str:
-    return arg.split("=", 1)[0].lstrip("+~")
+def resolve(overrides: list[str] | tuple[str, ...]) -> Resolved | None:
+    """What ``attnlab train OVERRIDES`` adds before composing (module docstring); None when
+    it adds nothing."""
+    args = list(overrides)
+    given = given_keys(args)
+    source = unquoted(override_value(args, "init_from"))
+    folder = unquoted(override_value(args, "data")) == "folder"
+    if source not in (None, "null"):
+        keys, why = _from_source(args, given, str(source), folder)
+        what = f"init_from={source}"
+    elif folder and "model" not in given:
+        keys, why = _from_scratch(args, given)
+        what = "data=folder without model=: the own-strips recipe"
+    else:
+        return None
+    if folder and "model" not in given and "preset" not in given:  # a preset: its own budget
+        keys += [b for b in BUDGET if override_key(b) not in given]
+        why.append("docs/own-strips.md")
+    keys = [k for k in keys if override_key(k) not in given]
+    if not keys:
+        return None
+    own_keys = [k for k in keys if k.startswith("model.")]
+    shown = " ".join(k for k in keys if k not in own_keys)
+    if own_keys:
+        shown += f" and its {len(own_keys)} model.* key(s)"
+    return Resolved(keys, f"attnlab train: {what}: {shown} ({'; '.join(why)})")
 
 
-def _value(args: list[str], key: str) -> str | None:
-    found = [a.split("=", 1)[1] for a in args if "=" in a and _key(a) == key]
-    return found[-1] if found else None
+def command_with(args: list[str]) -> tuple[list[str], str | None]:
+    """``attnlab train``'s command words with what ``resolve`` adds placed right after the
+    command's last override (never split from them by a flag such as ``--cfg job``), and
+    the line that says so; a multirun's words are left: each of its jobs adds its own
+    (``attnlab.tasks.train.as_composed``)."""
+    if "-m" in args or "--multirun" in args:
+        return args, None
+    resolved = resolve([a for a in args if is_override(a)])
+    if resolved is None:
+        return args, None
+    last = max(i for i, a in enumerate(args) if is_override(a))
+    return [*args[: last + 1], *resolved.keys, *args[last + 1 :]], resolved.line
 
 
 def _own_height(args: list[str]) -> tuple[int, str] | None:
     """The strips' own height at ``data.path`` and how it was measured; None when the
     command names no strips this can read (training then says what is wrong)."""
-    path = _value(args, "data.path")
-    if path is None:
+    path = unquoted(override_value(args, "data.path"))
+    if path is None or "," in path:  # a sweep's list: each job measures its own
         return None
     from attnlab.data.sources import median_own_height, open_source
 
-    crop = (_value(args, "data.crop") or "true").lower() not in ("false", "0", "no", "off")
+    crop = _flag(override_value(args, "data.crop"), default=True)
     try:
-        own = median_own_height(open_source(Path(path), warn=lambda m: None), crop)
+        own = median_own_height(open_source(Path(path), warn=lambda m: None), crop, MEASURED)
     except (UserError, OSError):
         return None
     return own, f"{own} px once cropped to their ink" if crop else f"{own} px"
 
 
+def _flag(text: str | None, default: bool) -> bool:
+    if text is None:
+        return default
+    return str(unquoted(text)).lower() not in ("false", "0", "no", "off")
+
+
 def _int(text: str | None) -> int | None:
     try:
-        return None if text is None else int(text)
+        return None if text is None else int(str(unquoted(text)))
     except ValueError:
         return None  # not a number: the config's own check names it
 
 
-def _from_scratch(args: list[str]) -> tuple[list[str], list[str]]:
+def _from_scratch(args: list[str], given: set[str]) -> tuple[list[str], list[str]]:
     """The reader and height keys for strips trained from scratch, and why."""
-    asked = _int(_value(args, "data.height"))
+    asked = _int(override_value(args, "data.height"))
     if asked is not None:  # the command's height: the reader of the height nearest it
-        return reader_keys(READERS[height_for(asked)]), [f"data.height={asked} as given"]
+        return reader_keys(READERS[height_for(asked)], given), [f"data.height={asked} as given"]
     own = _own_height(args)
     if own is None:
         height = HEIGHTS[0]
-        return reader_keys(READERS[height]), [f"data.height={height}, the default"]
+        return reader_keys(READERS[height], given), [f"data.height={height}, the default"]
     height = height_for(own[0])
-    return recipe_keys(height), [f"the strips' own height: {own[1]}"]
+    keys = [*reader_keys(READERS[height], given), f"data.height={height}"]
+    return keys, [f"the strips' own height: {own[1]}"]
 
 
-def _from_packaged(args: list[str]) -> tuple[list[str], list[str]]:
-    """init_from=pretrained: the packaged reader's reader (and its height), and why."""
-    from attnlab.runs.pretrained import record
+def source_config(source: str) -> Any:
+    """RUN's composed config (``init_from=RUN``), from its checkpoint; one line when RUN
+    cannot be read (the same line training would give)."""
+    from attnlab.runs import checkpoint
 
-    said = record()
-    reader, packaged = str(said["reader"]), int(said.get("height", HEIGHTS[0]))
-    why = [f"init_from=pretrained: the packaged {reader} reader at its own {packaged} px"]
-    own = _own_height(args) if _value(args, "data.height") is None else None
-    if own is not None and height_for(own[0]) != packaged:
+    return checkpoint.load(checkpoint.resolve(source, "best")).run_config()
+
+
+def _from_source(
+    args: list[str], given: set[str], source: str, folder: bool
+) -> tuple[list[str], list[str]]:
+    """init_from=RUN: RUN's reader with its own keys, its height and charset, and why."""
+    try:
+        before = source_config(source)
+    except UserError:
+        return [], []  # training names what is wrong with RUN, in its own words
+    reader = str(before.model.name)
+    keys = [f"model={reader}"]
+    named = unquoted(override_value(args, "model"))
+    if named in (None, reader):  # another reader named: training refuses it, naming it
+        keys += _reader_keys_of(before.model, given)
+    keys += [as_override(k, _select(before, k)) for k in KEPT]
+    height = int(before.data.height)
+    backbone = before.model.get("backbone")
+    why = [f"its {reader} reader{f' ({backbone} encoder)' if backbone else ''} at {height} px"]
+    own = _own_height(args) if folder and "data.height" not in given else None
+    if own is not None and height_for(own[0]) != height:
         nearer = height_for(own[0])
         why.append(
             f"the strips' own height ({own[1]}) is nearer {nearer}, at which the recipe "
-            f"trains model={READERS[nearer]} without init_from=pretrained"
+            f"trains model={READERS[nearer]} without init_from"
         )
-    return reader_keys(reader), why
+    return keys, why
 
 
-def with_recipe(args: list[str]) -> tuple[list[str], str | None]:
-    """``attnlab train``'s ``args`` with the recipe's keys they do not set put first, and a
-    line saying which were added (None: the command is left as it is)."""
-    source = _value(args, "init_from")
-    if _value(args, "data") != "folder" or _value(args, "model") is not None:
-        return args, None
-    if source not in (None, "null", PRETRAINED):
-        return args, None
-    keys, why = _from_packaged(args) if source == PRETRAINED else _from_scratch(args)
-    given = {_key(a) for a in args}
-    added = [k for k in keys if _key(k) not in given]
-    if "preset" not in given:  # a preset sets its own budget
-        added += [b for b in BUDGET if _key(b) not in given]
-    why += ["docs/own-strips.md", "model=attention trains the lab's reader"]
-    said = (
-        f"attnlab train: data=folder without model=: the own-strips recipe {' '.join(added)} "
-        f"({'; '.join(why)})"
-    )
-    return [*added, *args], said
+def _reader_keys_of(model: Any, given: set[str]) -> list[str]:
+    """RUN's ``model.*`` keys as overrides: those its reader and its encoder read (a key
+    only other encoders read is left at its default; ``encoder=`` given: the backbone is
+    the user's)."""
+    from attnlab.config.model import backbone_of, readers_of
+
+    backbone = backbone_of(model)
+    out = []
+    for key in model:
+        readers = readers_of(key)
+        if key == "name" or (readers and backbone not in readers):
+            continue
+        if key == "backbone" and "encoder" in given:
+            continue
+        out.append(as_override(f"model.{key}", _select(model, key)))
+    return out
+
+
+def _select(cfg: Any, key: str) -> Any:
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def summary() -> str:
+    """The recipe in the README's one sentence (its ``recipe:summary`` span, tested)."""
+    readers = " or ".join(f"`model={READERS[h]}` at {h} px" for h in HEIGHTS)
+    return f"{readers}, whichever height is nearer the strips' own, to its budget"
+
+
+def describe() -> str:
+    """The recipe's rules in the words of docs/own-strips.md (its ``recipe:rules`` block is
+    this text, tested): rendered from the definitions above, so the docs cannot drift."""
+    by_height = "; ".join(f"at {h} px `{' '.join(reader_keys(READERS[h]))}`" for h in HEIGHTS)
+    kept = ", ".join(f"`{k}`" for k in KEPT)
+    lines = [
+        f"- the height the strips are read at: `data.height` = "
+        f"{' or '.join(map(str, HEIGHTS))}, whichever is nearer (on a log scale) to the "
+        f"strips' own height once cropped to their ink, the median of up to {MEASURED} of "
+        "them (a `data.height` you give picks the reader of the height nearest it);",
+        f"- the reader for that height and the settings it trains with: {by_height};",
+        *(
+            f"- `{READERS[h]}`'s setting `{' '.join(s.keys)}` ({s.why}) is left out when you "
+            f"name any of `{' '.join(s.stands_for)}`: your choice applies whole;"
+            for h in HEIGHTS
+            for s in SETTINGS.get(READERS[h], ())
+        ),
+        f"- the budget: `{' '.join(BUDGET)}` (a `preset=` brings its own);",
+        f"- `init_from=RUN` (or `pretrained`) keeps RUN's reader, its `model.*` keys (encoder "
+        f"included) and {kept}; a key you give that cannot fit RUN's weights is refused in "
+        "one line.",
+    ]
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, 92, subsequent_indent="  ") for line in lines)

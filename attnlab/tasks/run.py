@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -130,6 +131,12 @@ def _plain_line(err: BaseException, prog: str) -> str:
     that is not there with where the keys are listed."""
     line = _missing_choice(err, prog) or _one_line(err)
     if "(key: model." in line and " not in '" in line:
+        from attnlab.models import registry
+
+        found = re.search(r"Key '(\w+)' not in '(\w+)'", line)
+        renamed = found and registry.new_name(found[2], found[1])
+        if renamed:  # an older command's key
+            return f"{line}; model.{found[1]} is called model.{renamed} now"
         line += "; attnlab readers lists each reader's own keys"
     return line
 

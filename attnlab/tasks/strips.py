@@ -9,8 +9,8 @@ import torch
 from omegaconf import DictConfig
 
 from attnlab.config import DataConfig, ExportConfig, PreviewConfig, seen_lengths
-from attnlab.data.export import export_folder
 from attnlab.data.strips import StripBatch, StripSynth
+from attnlab.data.write_strips import export_folder
 from attnlab.errors import UserError, reports_user_errors
 from attnlab.io import write_figure
 from attnlab.models import registry

@@ -24,7 +24,7 @@ from attnlab.evaluation.evaluate import evaluate_run
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.runs.evaldir import EvalDir
 from attnlab.runs.jsonfiles import RunFileError
-from attnlab.runs.resume import resume_command
+from attnlab.runs.resume import resume_command, sweep_command
 from attnlab.runs.rundir import RunDir, RunStatus
 from attnlab.runtime import Interrupted, local_jobs, sigterm_as_interrupt
 from attnlab.tasks.train import hydra_run_dir
@@ -180,9 +180,14 @@ def job_logs(job: Path, sweep_dir: Path) -> list[Path]:
     return logs + sorted(p for p in folder.glob("*") if p.suffix in (".out", ".err"))
 
 
-def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = print) -> bool:
+def report_sweeps(
+    args: list[str], started: float, echo: Callable[[str], Any] = print, stopped: bool = False
+) -> bool:
     """After ``attnlab sweep lengths ARGS``: each sweep written since ``started``, which of
-    its jobs failed and where their logs are, and its variants; True if any job failed."""
+    its jobs were interrupted (Ctrl-C, SIGTERM: with the command that resumes the sweep) or
+    failed, where their logs are, and its variants; True if any job did not complete.
+    ``stopped``: the command itself was stopped (Ctrl-C), which the summary says even when no
+    job had started yet."""
 
     if any(a in ("--cfg", "-c", "--help", "--hydra-help", "--info") for a in args):
         return False
@@ -198,36 +203,57 @@ def report_sweeps(args: list[str], started: float, echo: Callable[[str], Any] = 
     ]
     if any(root.joinpath(m).exists() for m in markers) and root not in sweeps:
         sweeps.append(root)
+    if stopped and not sweeps:
+        echo(f"stopped before the sweep started; run it with: attnlab sweep lengths {_shell(args)}")
     bad = False
     for sweep in sorted(set(sweeps)):
-        done, failed = summarize(sweep)
-        echo(f"sweep {sweep}: {len(done)} job(s) complete, {len(failed)} failed or incomplete")
-        for job, reason in failed:
-            logs = [str(p) for p in job_logs(job, sweep)]
-            echo(f"  FAILED {job}: {reason}{_resume_hint(job, reason)}")
-            echo(f"    logs: {', '.join(logs) or job}")
-        bad = bad or bool(failed)
-        if done:
-            from attnlab.report import discover_runs
-            from attnlab.report.variants import summary_lines
-
-            lines = summary_lines(discover_runs([sweep]))
-            echo("variants (each its own line in the report):")
-            for line in lines:
-                echo(line)
-            echo(f"next: attnlab report {sweep}")
+        bad = _report_sweep(sweep, echo, stopped) or bad
     return bad
 
 
+def _report_sweep(sweep: Path, echo: Callable[[str], Any], stopped: bool) -> bool:
+    """One sweep's summary (see ``report_sweeps``); True if any job did not complete."""
+    done, failed = summarize(sweep)
+    interrupted = [(job, why) for job, why in failed if why.startswith("interrupted")]
+    failed = [(job, why) for job, why in failed if not why.startswith("interrupted")]
+    stopped_jobs = f" ({len(interrupted)} interrupted)" if interrupted else ""
+    echo(
+        f"sweep {sweep}: {len(done)} job(s) complete, {len(failed) + len(interrupted)} failed "
+        f"or incomplete{stopped_jobs}"
+    )
+    for job, reason in interrupted:
+        echo(f"  interrupted {job}: {reason.removeprefix('interrupted: ')}")
+        echo(f"    logs: {', '.join(str(p) for p in job_logs(job, sweep)) or job}")
+    for job, reason in failed:
+        logs = [str(p) for p in job_logs(job, sweep)]
+        echo(f"  FAILED {job}: {reason}{_resume_hint(job, reason)}")
+        echo(f"    logs: {', '.join(logs) or job}")
+    if (stopped or interrupted) and (command := sweep_command(sweep)):
+        echo(f"  resume the sweep with: {command}")
+    if done:
+        from attnlab.report import discover_runs
+        from attnlab.report.variants import summary_lines
+
+        lines = summary_lines(discover_runs([sweep]))
+        echo("variants (each its own line in the report):")
+        for line in lines:
+            echo(line)
+        echo(f"next: attnlab report {sweep}")
+    return bool(failed or interrupted)
+
+
 def _resume_hint(job: Path, reason: str) -> str:
-    """For a job stopped with its last.pt kept: the command that resumes its sweep."""
-    if (
-        not reason.startswith(("interrupted", "killed"))
-        or not RunDir(job).checkpoint("last").is_file()
-    ):
+    """For a job killed with its last.pt kept: the command that resumes its sweep."""
+    if not reason.startswith("killed") or not RunDir(job).checkpoint("last").is_file():
         return ""
     command = resume_command(job)
     return f"; resume the sweep with: {command}" if command else ""
+
+
+def _shell(args: list[str]) -> str:
+    import shlex
+
+    return shlex.join(args)
 
 
 def _value(override: str) -> object:

@@ -83,7 +83,9 @@ def optimiser_of(sweeper: Any) -> Optimiser | None:
 
 def named_keys(overrides: list[str]) -> set[str]:
     """The keys a list of overrides names (``+key=``, ``++key=``, ``~key`` included)."""
-    return {o.split("=", 1)[0].lstrip("+~").strip() for o in overrides}
+    from attnlab.config.overrides import override_key
+
+    return {override_key(o) for o in overrides}
 
 
 def settings(cfg: DictConfig, config_name: str | None = None) -> dict[str, Any]:

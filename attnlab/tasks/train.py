@@ -32,6 +32,7 @@ log = logging.getLogger("attnlab.train")
 def main(cfg: DictConfig) -> dict[str, Any] | float:
     """``attnlab train``: one run in Hydra's output directory; with ``train.objective``, the
     objective's value (a float, what Hydra's sweepers want) instead of the metrics."""
+    cfg = as_composed(cfg)
     objective = cfg.train.get("objective")
     if objective in OBJECTIVES:  # an unknown one is refused with the config's other checks
         check_objective_of("train", objective)
@@ -39,6 +40,22 @@ def main(cfg: DictConfig) -> dict[str, Any] | float:
     if objective is None:
         return metrics
     return record_objective(hydra_run_dir(), objective, validation_objective(objective, metrics))
+
+
+def as_composed(cfg: DictConfig) -> DictConfig:
+    """The job's config with what ``attnlab.tasks.recipe`` adds to its overrides (the
+    own-strips recipe, init_from's reader), composed again; as it was when that adds
+    nothing (the CLI has added it already to a run's command, or nothing applies). Each
+    job of a multirun resolves its own overrides here: its own ``data.path``."""
+    from attnlab.tasks.compose import compose_as_given
+    from attnlab.tasks.recipe import resolve
+
+    overrides = list(HydraConfig.get().overrides.task)
+    resolved = resolve(overrides)
+    if resolved is None:
+        return cfg
+    log.info("%s", resolved.line)  # on the console and in train.log
+    return compose_as_given([*overrides, *resolved.keys])
 
 
 def hydra_run_dir() -> Path:

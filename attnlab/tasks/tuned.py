@@ -31,6 +31,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from attnlab.config.overrides import override_key
 from attnlab.config.tune import TuneConfig
 from attnlab.errors import UserError, one_line
 from attnlab.runs.studydir import MANIFEST, STUDY, TRIALS_CSV, WINNERS
@@ -70,10 +71,6 @@ def _parse(arg: str) -> Any:
         raise UserError(f"{arg}: {str(err).splitlines()[0]}") from err
 
 
-def _key(arg: str) -> str:
-    return arg.split("=", 1)[0].lstrip("+~").strip()
-
-
 def _compose(overrides: list[str], config_name: str = "train", hydra: bool = False) -> Any:
     """``tasks.compose``, a config error as one UserError line (what and where)."""
     from hydra.errors import HydraException
@@ -95,18 +92,18 @@ def _compose(overrides: list[str], config_name: str = "train", hydra: bool = Fal
 def plan(args: list[str]) -> Plan:
     """Read the command line; refuse in one line what cannot be studied fairly."""
     args = [a for a in args if a not in ("-m", "--multirun")]  # every stage is a multirun
-    tune_args = [a for a in args if _key(a).startswith("tune.")]
+    tune_args = [a for a in args if override_key(a).startswith("tune.")]
     rest = [a for a in args if a not in tune_args]
     for a in rest:
-        if _key(a) in ("hydra/sweeper", "hydra/sweeper/sampler") or _key(a).startswith(
-            "hydra.sweeper."
-        ):
+        if override_key(a) in ("hydra/sweeper", "hydra/sweeper/sampler") or override_key(
+            a
+        ).startswith("hydra.sweeper."):
             raise UserError(f"{a}: {PROG} sets the sweeper itself (tune.sampler, tune.trials)")
     tune = _compose(tune_args, config_name="tune").tune
     TuneConfig.check(tune)
-    model = next((a for a in rest if _key(a) == "model"), None)
-    root_arg = next((a for a in rest if _key(a) == "hydra.sweep.dir"), None)
-    objective = next((a for a in rest if _key(a) == "train.objective"), None)
+    model = next((a for a in rest if override_key(a) == "model"), None)
+    root_arg = next((a for a in rest if override_key(a) == "hydra.sweep.dir"), None)
+    objective = next((a for a in rest if override_key(a) == "train.objective"), None)
     named = {model, root_arg, objective}
     axes = [a for a in rest if a not in named and _parse(a).is_sweep_override()]
     plain = [a for a in rest if a not in named and a not in axes]
@@ -147,9 +144,9 @@ def _fit_axes(p: Plan) -> None:
         raise UserError(f"{PROG}: no search axis (e.g. 'optim.lr=interval(0.0005,0.01)')")
     for reader in p.readers:
         cfg = _compose(
-            [f"model={reader}", *(a for a in p.plain if not _key(a).startswith("hydra"))]
+            [f"model={reader}", *(a for a in p.plain if not override_key(a).startswith("hydra"))]
         )
-        keys = [_key(a) for a in p.axes]
+        keys = [override_key(a) for a in p.axes]
         has = [OmegaConf.select(cfg, k, default=_ABSENT) is not _ABSENT for k in keys]
         p.axes_of[reader] = [a for a, ok in zip(p.axes, has, strict=True) if ok]
         p.dropped[reader] = [k for k, ok in zip(keys, has, strict=True) if not ok]
@@ -157,9 +154,9 @@ def _fit_axes(p: Plan) -> None:
             p.trial_seeds = [int(cfg.seed)]
             p.trial_steps = int(p.tune.steps or cfg.train.steps)
     for axis in p.axes:
-        if all(_key(axis) in p.dropped[r] for r in p.readers):
+        if all(override_key(axis) in p.dropped[r] for r in p.readers):
             raise UserError(
-                f"{axis}: no reader here has {_key(axis)} ({', '.join(p.readers)}); "
+                f"{axis}: no reader here has {override_key(axis)} ({', '.join(p.readers)}); "
                 "attnlab readers lists each reader's keys"
             )
     for reader in p.readers:
@@ -174,7 +171,7 @@ def _fit_axes(p: Plan) -> None:
 def _check_seeds(p: Plan) -> None:
     """The trials' seeds (``seed``, or the values of a ``seed`` axis) and the re-runs' must
     differ: a re-run with its trial's seed is that trial again, not a new measurement."""
-    seed_axis = next((a for a in p.axes if _key(a) == "seed"), None)
+    seed_axis = next((a for a in p.axes if override_key(a) == "seed"), None)
     if seed_axis is not None:
         o = _parse(seed_axis)
         try:
@@ -193,7 +190,7 @@ def _check_seeds(p: Plan) -> None:
 def study_args(p: Plan, reader: str) -> list[str]:
     """``attnlab train -m`` arguments of one reader's study."""
     steps = [] if p.tune.steps is None else [f"train.steps={p.tune.steps}"]
-    plain = [a for a in p.plain if not (steps and _key(a) == "train.steps")]
+    plain = [a for a in p.plain if not (steps and override_key(a) == "train.steps")]
     return [
         "-m",
         f"model={reader}",
@@ -212,9 +209,9 @@ def study_args(p: Plan, reader: str) -> list[str]:
 
 def rerun_args(p: Plan, reader: str, best: dict[str, Any]) -> list[str]:
     """``attnlab sweep lengths`` arguments re-running a reader's best trial with new seeds."""
-    mine = {_key(a) for a in p.axes_of[reader]} - {"seed"}
-    values = [o for o in best["overrides"] if _key(o) in mine]
-    plain = [a for a in p.plain if _key(a) != "seed"]  # the re-runs' own seeds instead
+    mine = {override_key(a) for a in p.axes_of[reader]} - {"seed"}
+    values = [o for o in best["overrides"] if override_key(o) in mine]
+    plain = [a for a in p.plain if override_key(a) != "seed"]  # the re-runs' own seeds instead
     return [
         f"model={reader}",
         *plain,

@@ -19,6 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from attnlab.config.overrides import override_key
 from attnlab.errors import UserError
 from attnlab.io import file_digest, write_json
 from attnlab.runs.studydir import MANIFEST, STUDY, TRIALS_CSV, WINNERS
@@ -40,10 +41,6 @@ SETTINGS = {
     "rerun_seeds": "the re-runs' seeds (tune.seeds, tune.first_seed)",
     "plain": "training overrides",
 }
-
-
-def _key(arg: str) -> str:
-    return arg.split("=", 1)[0].lstrip("+~").strip()
 
 
 def settings(p: Any) -> dict[str, Any]:
@@ -68,7 +65,7 @@ def _comparable(name: str, value: Any) -> Any:
     if name in ("axes", "readers"):
         return sorted(value)
     if name == "plain":
-        return sorted(a for a in value if not _key(a).startswith(HOW_IT_RUNS))
+        return sorted(a for a in value if not override_key(a).startswith(HOW_IT_RUNS))
     return value
 
 
@@ -155,6 +152,6 @@ def resume_command(args: list[str], root: Path) -> str:
     """The command that resumes the study: the same arguments, into the same folder."""
     from attnlab.runs.resume import _path_value  # a folder as the resume commands quote it
 
-    kept = [a for a in args if _key(a) != "hydra.sweep.dir"]
+    kept = [a for a in args if override_key(a) != "hydra.sweep.dir"]
     where = f"hydra.sweep.dir={_path_value(root.resolve())}"
     return shlex.join(["attnlab", "sweep", "tuned", *kept, where])

@@ -15,6 +15,9 @@ Fine-tuning must not leak: a held-out set (``data.val_share`` of ``data.path``, 
 a group they were trained on, would score recall as reading. The source checkpoint records
 what it trained on (``data_split``: the trained strips' image keys and groups), and such a
 held-out set is refused in one line naming how many strips (and groups) are involved.
+Strips are compared by content (``attnlab.data.dedup.content_key``), so reading them
+another way (``data.crop``, inversion) hides none; a record of an older attnlab, whose keys
+are of its strips as read, is compared with the held-out strips' keys read that way.
 """
 
 from __future__ import annotations
@@ -24,18 +27,22 @@ from typing import Any
 
 import torch
 
+from attnlab.config.model import backbone_of
+from attnlab.data.dedup import CONTENT, keyed_by
 from attnlab.data.lineage import carried
 from attnlab.data.sources import nfc
 from attnlab.errors import UserError
-from attnlab.models import registry
+from attnlab.models import encoders, registry
 from attnlab.models.tokens import DIGIT0
 from attnlab.runs import checkpoint
 
 log = logging.getLogger("attnlab.train")
 
-# The keys that shape the column encoder every reader shares (config.ModelConfig).
-ENCODER_KEYS = ("stem_channels", "stride", "column_convs", "column_mlp", "column_norm")
-ENCODER_KEYS += ("hidden", "layers")
+
+def encoder_keys(model: Any) -> tuple[str, ...]:
+    """The keys that shape the encoder ``model.backbone`` names, which fine-tuning keeps as
+    the source's: its own and those every encoder reads (its module's, via the registry)."""
+    return ("backbone", *encoders.get(backbone_of(model)).rules.shape_keys)
 
 
 def init_from(
@@ -50,7 +57,8 @@ def init_from(
     before = ckpt.run_config()
     what = f"init_from={source}"
     ancestors = list((ckpt.init_from or {}).get("trained_on") or [])
-    check_leak(ckpt.data_split, split, what, ancestors)
+    check_leak(ckpt.data_split, split, what, ancestors, int(cfg.data.height))
+    _check_reader(before, cfg, what)
     _check_encoder(before, cfg, what)
     saved: dict[str, torch.Tensor] = ckpt.model
     own = model.state_dict()
@@ -59,6 +67,7 @@ def init_from(
             raise UserError(f"{what}: the source's encoder has no tensor {key} of this shape")
     old_chars, new_chars = str(before.data.charset), str(cfg.data.charset)
     tied = vocab_dims(cfg.model, int(cfg.data.height), new_chars)
+    _check_shapes(before, cfg, what, saved, own, tied)
     fits = {
         k: v for k, v in saved.items() if k in own and k not in tied and v.shape == own[k].shape
     }
@@ -100,11 +109,13 @@ def check_leak(
     split: dict[str, Any] | None,
     what: str,
     ancestors: list[dict[str, Any]] | None = None,
+    height: int | None = None,
 ) -> None:
     """Refuse a held-out set (``split``, the new run's record) that holds strips, by image,
     or groups, by name, that the source (``trained``, its record) or any run it was
     fine-tuned from (``ancestors``: ``attnlab.data.lineage``) trained on. A source trained on
-    synthetic strips has no record of its own: nothing of a folder was trained on by it."""
+    synthetic strips has no record of its own: nothing of a folder was trained on by it.
+    ``height``: the run's data.height, at which a record of an older attnlab is compared."""
     records = ([{"checkpoint": "the source checkpoint", **trained}] if trained else []) + list(
         ancestors or []
     )
@@ -115,8 +126,9 @@ def check_leak(
     leaked_strips: set[int] = set()
     groups: set[str] = set()
     first = None
+    as_read: list[list[set[str]]] = []  # the held-out strips' keys as read, once needed
     for record in records:
-        strips = _leaked_strips(record, split, held)
+        strips = _leaked_strips(record, split, held, lambda: _as_read(as_read, split, height))
         shared = {nfc(g) for g in record.get("trained_groups") or []} & held_groups
         if (strips or shared) and first is None:
             first = record
@@ -150,11 +162,27 @@ def _were(n: int) -> str:
     return "was" if n == 1 else "were"
 
 
-def _leaked_strips(record: dict[str, Any], split: dict[str, Any], held: list[str]) -> set[int]:
-    """The positions of the held-out strips that one training record trained on: by image
-    key, or for a record of a version without keys by id, when the source is the same."""
+def _as_read(memo: list, split: dict[str, Any], height: int | None) -> list[set[str]]:
+    """The held-out strips' keys as an older attnlab recorded them, read once (none
+    without ``height``)."""
+    if not memo:
+        from attnlab.data.recorded import held_out_read_keys
+
+        held = split.get("held_out_keys") or []
+        memo.append(held_out_read_keys(split, height) if height else [set() for _ in held])
+    return memo[0]
+
+
+def _leaked_strips(
+    record: dict[str, Any], split: dict[str, Any], held: list[str], as_read
+) -> set[int]:
+    """The positions of the held-out strips that one training record trained on: by content
+    key, by key as read for a record of an older version (``as_read()``: per held-out strip),
+    or for a record of a version without keys by id, when the source is the same."""
     if "trained_keys" in record:
         seen = set(record["trained_keys"] or [])
+        if keyed_by(record) != CONTENT:
+            return {i for i, keys in enumerate(as_read()) if keys & seen}
         return {i for i, k in enumerate(held) if k in seen}
     same = record.get("path") == split.get("path") and not split.get("val_path")
     if not same:
@@ -163,20 +191,61 @@ def _leaked_strips(record: dict[str, Any], split: dict[str, Any], held: list[str
     return {i for i, s in enumerate(split.get("held_out", [])) if s not in kept}
 
 
+KEEPS = "init_from keeps the source's reader, encoder, height and charset"
+
+
+def _check_reader(before: Any, cfg: Any, what: str) -> None:
+    """Another reader than the source's cannot take its weights (attnlab.tasks.recipe gives
+    a command without model= the source's own)."""
+    if str(cfg.model.name) != str(before.model.name):
+        raise UserError(
+            f"{what}: model={cfg.model.name} but the source is {_a(before.model.name)} reader: "
+            f"its weights cannot start another reader (leave model= out: {KEEPS})"
+        )
+
+
+def _check_shapes(before, cfg, what, saved, own, tied) -> None:
+    """Every tensor both readers hold (other than the vocabulary's rows) has the source's
+    shape; the first that does not is refused, naming the keys that differ from the
+    source's (the user's: the rest are the source's, attnlab.tasks.recipe)."""
+    for key, value in own.items():
+        if key in saved and key not in tied and saved[key].shape != value.shape:
+            keys = [
+                f"model.{k}={_plain(cfg.model.get(k))}"
+                for k in before.model
+                if _plain(before.model.get(k)) != _plain(cfg.model.get(k))
+            ]
+            raise UserError(
+                f"{what}: {', '.join(keys) or 'this config'} cannot fit the source's weights "
+                f"({key} is {tuple(saved[key].shape)} there, {tuple(value.shape)} here); "
+                f"leave {'them' if len(keys) > 1 else 'it'} out: {KEEPS}"
+            )
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
+
+
+def _a(word: Any) -> str:
+    return f"{'an' if str(word)[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def _check_encoder(before: Any, cfg: Any, what: str) -> None:
     if int(before.data.height) != int(cfg.data.height):
         raise UserError(
             f"{what}: data.height={cfg.data.height} but the source run's is "
             f"{before.data.height}: the encoder's shape must be the source's"
         )
-    for key in ENCODER_KEYS:
+    for key in encoder_keys(cfg.model):
         old, new = before.model.get(key), cfg.model.get(key)
+        if key == "backbone":
+            old, new = backbone_of(before.model), backbone_of(cfg.model)
         old = list(old) if hasattr(old, "__len__") else old
         new = list(new) if hasattr(new, "__len__") else new
         if old != new:
             raise UserError(
                 f"{what}: model.{key}={new} but the source run's is {old}: the encoder's "
-                f"shape must be the source's (leave model.{key} as it was)"
+                f"shape must be the source's (leave model.{key} out: {KEEPS})"
             )
 
 

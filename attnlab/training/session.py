@@ -97,14 +97,22 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                 log.error("%s at step %d: %s%s", state.value, trainer.step, reason, hint)
                 _record(run, state, trainer.step, reason)
                 raise
-        run.write_status(RunStatus.complete, metrics["step"])
+        run.write_status(
+            RunStatus.complete, metrics["step"], budget=trainer.budget.status(metrics["budget"])
+        )
         _say_if_still_improving(run, trainer)
     return metrics
 
 
 def _why_finished(trainer: Trainer) -> tuple[str, str]:
     """Why a complete run asked again has nothing to train, and what would train it on."""
-    t, spent = trainer.cfg.train, patience_spent(trainer.history, trainer.cfg.train)
+    t, spent = trainer.cfg.train, patience_spent(trainer.state.history, trainer.cfg.train)
+    if trainer.ended_by() == "minutes":
+        used = (trainer.state.budget or {}).get("minutes_spent", t.minutes)
+        return (
+            f"spent its budget at step {trainer.step}: {used:g} of train.minutes={t.minutes:g}",
+            "a larger train.minutes",
+        )
     if spent is not None and trainer.step < t.steps:
         return (
             f"stopped early at step {trainer.step}: {spent.since_best} validations without a "
@@ -117,18 +125,20 @@ def _why_finished(trainer: Trainer) -> tuple[str, str]:
 def _say_if_still_improving(run: RunDir, trainer: Trainer) -> None:
     """One line when the run's best validation is its last one: more steps may read better
     (and the command that trains it on, from its last.pt)."""
-    now = standing(trainer.history, trainer.cfg.train.objective, untrained=True)
+    t = trainer.cfg.train
+    now = standing(trainer.state.history, t.objective, untrained=True)
     if now.validations < 2 or now.since_best > 0:
         return
-    more = 2 * trainer.step
-    command = continue_command(run.path, f"train.steps={more}")
+    minutes = trainer.ended_by() == "minutes"  # a budget in minutes: twice the minutes
+    more = f"train.minutes={2 * t.minutes:g}" if minutes else f"train.steps={2 * trainer.step}"
+    command = continue_command(run.path, more)
     log.warning(
         "still improving: the best validation (%s %.4f) is the last one, at step %d; it may "
         "read better with more steps: %s",
         now.name,
         now.best,
         now.last_step,
-        command or f"train.steps={more} into the same run directory",
+        command or f"{more} into the same run directory",
     )
 
 
@@ -183,9 +193,8 @@ def _sizes(paths: list[Path]) -> dict[Path, int]:
 
 
 def _is_finished(run: RunDir, trainer: Trainer) -> bool:
-    """A complete run asked again for no more steps than it has done."""
-    ended = patience_spent(trainer.history, trainer.cfg.train) is not None  # train.patience
-    if not trainer.resumed or (trainer.step < trainer.cfg.train.steps and not ended):
+    """A complete run asked again for no more steps, minutes or patience than it has spent."""
+    if not trainer.resumed or trainer.ended_by() is None:  # steps, minutes or patience left
         return False
     try:
         return run.read_status().state is RunStatus.complete and run.metrics_file.is_file()

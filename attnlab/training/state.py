@@ -1,7 +1,9 @@
-"""What a trainer keeps between steps and across restarts: the best validation so far, the
-step timer, the checkpoint a trainer writes (``checkpoint_of``) and the last.pt a run
-resumes from (``resume``; refused when resuming it would compute another run than the one
-it holds)."""
+"""What a trainer keeps between steps and across restarts, in one object it owns
+(``TrainState``: step, optimiser, schedule, weight average, best validation and patience's
+history, random states, time spent), which its checkpoint holds and a resume restores; the
+best validation so far (``Best``), the step timer, and the last.pt a run resumes from
+(``resumable``: refused when resuming it would compute another run than the one it holds).
+Nothing outside the trainer sets the trainer's attributes (tests/test_layout.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from attnlab.errors import UserError
 from attnlab.runs import checkpoint, drawn
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.resume import check_same_config
+from attnlab.training.average import WeightAverage
+from attnlab.training.optim import Schedule
 
 log = logging.getLogger("attnlab.train")
 
@@ -112,58 +116,88 @@ def resumable(last: Path, cfg: DictConfig, split: dict[str, Any] | None) -> Chec
     return ckpt
 
 
-def checkpoint_of(t: Any) -> Checkpoint:
-    """The state of ``t`` (a ``Trainer``) as of now: weights (with optim.ema, their average
-    and the weights as trained), optimiser, schedule, step, both random streams, history,
-    best, timing, split and lineage (so that a resume computes the same run)."""
-    averaged = t.average is not None  # optim.ema: the average is what the run reads with
-    return Checkpoint(
-        reader=t.model.name,
-        model=t.average.state if averaged else t.model.state_dict(),
-        trained=t.model.state_dict() if averaged else None,
-        optimizer=t.opt.state_dict(),
-        scheduler=t.sched.state_dict(),
-        step=t.step,
-        rng={"torch": torch.get_rng_state(), "stream": t.stream.state()},
-        config=plain_config(t.cfg),
-        history=t.history,
-        best=t.best.record(),
-        best_metrics=t.best.metrics,
-        val=t.last_val,
-        params=t.params,
-        timing={"train_seconds": t.train_seconds, "steps": t.trained_steps},
-        data_split=t.split,
-        init_from=t.started_from,
-        drawn_by=t.drawn_by,
-    )
+@dataclass
+class TrainState:
+    """All that a trainer changes as it trains, and all that a resume restores: the steps
+    taken, the optimiser and its schedule, the weights' average (optim.ema), the best
+    validation (best.pt) and the history that ``train.patience`` counts, the random states
+    (torch's global generator and the training stream's), the seconds spent over every
+    command, and the run's lineage (the checkpoint it started from, what drew it)."""
 
+    opt: torch.optim.Optimizer
+    schedule: Schedule
+    stream: Any  # the training batches: their random state is the run's
+    average: WeightAverage | None = None
+    best: Best = field(default_factory=Best)
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    last_val: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0  # training time (steps, validations, saves), over every restart
+    trained_steps: int = 0  # steps whose time ``seconds`` counts
+    started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
+    drawn_by: dict[str, Any] | None = None  # what draws the strips (a resume keeps the first)
+    budget: dict[str, Any] | None = None  # the budget as last recorded (training.budget)
 
-def resume(t: Any) -> bool:
-    """Load the run's last.pt into the trainer ``t`` when there is one (``resumable``);
-    whether it did."""
-    last = t.run_dir.checkpoint("last")
-    ckpt = resumable(last, t.cfg, t.split)
-    if ckpt is None:
-        return False
-    ckpt.load_into(t.model, last)
-    if t.average is not None:  # optim.ema: the average, then the weights as trained
-        if ckpt.trained is None:
-            raise UserError(f"{last}: holds no weights as trained (optim.ema) to resume from")
-        t.average.load(ckpt.model)
-        t.model.load_state_dict(ckpt.trained)
-    t.opt.load_state_dict(ckpt.optimizer)
-    t.sched.load_state_dict(ckpt.scheduler)
-    t.step = int(ckpt.step)
-    torch.set_rng_state(ckpt.rng["torch"])
-    t.stream.load_state(ckpt.rng["stream"])
-    t.history = list(ckpt.history)
-    t.best = Best.of(ckpt)
-    t.last_val = ckpt.val
-    t.started_from = ckpt.init_from
-    if moved := drawn.changes(ckpt.drawn_by, t.drawn_by):
-        log.warning("resumed with other packages than it started with: %s", "; ".join(moved))
-    t.drawn_by = ckpt.drawn_by or t.drawn_by
-    t.train_seconds = float(ckpt.timing.get("train_seconds", 0.0))
-    t.trained_steps = int(ckpt.timing.get("steps", 0))
-    log.info("resumed from %s at step %d", last, t.step)
-    return True
+    def record(self, **values: float) -> None:
+        """Add values to the history row of the current step."""
+        if not self.history or self.history[-1]["step"] != self.step:
+            self.history.append({"step": self.step})
+        self.history[-1].update(values)
+
+    def random_states(self) -> dict[str, Any]:
+        return {"torch": torch.get_rng_state(), "stream": self.stream.state()}
+
+    def checkpoint(
+        self, model: Any, cfg: DictConfig, params: int | None, split: dict[str, Any] | None
+    ) -> Checkpoint:
+        """The state as of now, with ``model``'s weights (with optim.ema, their average and
+        the weights as trained), the run's config, size and split: what a resume needs to
+        compute the same run."""
+        averaged = self.average is not None  # optim.ema: the average is what the run reads with
+        return Checkpoint(
+            reader=model.name,
+            model=self.average.state if averaged else model.state_dict(),
+            trained=model.state_dict() if averaged else None,
+            optimizer=self.opt.state_dict(),
+            scheduler=self.schedule.state_dict(),
+            step=self.step,
+            rng=self.random_states(),
+            config=plain_config(cfg),
+            history=self.history,
+            best=self.best.record(),
+            best_metrics=self.best.metrics,
+            val=self.last_val,
+            params=params,
+            timing={
+                "train_seconds": self.seconds,
+                "steps": self.trained_steps,
+                "budget": self.budget,
+            },
+            data_split=split,
+            init_from=self.started_from,
+            drawn_by=self.drawn_by,
+        )
+
+    def restore(self, ckpt: Checkpoint, model: Any, last: Path) -> None:
+        """``ckpt`` (``last``, checked by ``resumable``) into this state and ``model``."""
+        ckpt.load_into(model, last)
+        if self.average is not None:  # optim.ema: the average, then the weights as trained
+            if ckpt.trained is None:
+                raise UserError(f"{last}: holds no weights as trained (optim.ema) to resume from")
+            self.average.load(ckpt.model)
+            model.load_state_dict(ckpt.trained)
+        self.opt.load_state_dict(ckpt.optimizer)
+        self.schedule.load_state_dict(ckpt.scheduler, last)
+        self.step = int(ckpt.step)
+        torch.set_rng_state(ckpt.rng["torch"])
+        self.stream.load_state(ckpt.rng["stream"])
+        self.history = list(ckpt.history)
+        self.best = Best.of(ckpt)
+        self.last_val = ckpt.val
+        self.started_from = ckpt.init_from
+        if moved := drawn.changes(ckpt.drawn_by, self.drawn_by):
+            log.warning("resumed with other packages than it started with: %s", "; ".join(moved))
+        self.drawn_by = ckpt.drawn_by or self.drawn_by
+        self.seconds = float(ckpt.timing.get("train_seconds", 0.0))
+        self.trained_steps = int(ckpt.timing.get("steps", 0))
+        self.budget = ckpt.timing.get("budget")

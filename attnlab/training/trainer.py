@@ -1,12 +1,14 @@
 """The training loop: one reader, its optimiser and schedule, validation, checkpoints.
 
-The ``Trainer`` owns the loop; the run directory around it (lock, status, ``.hydra/``, the
-thread count) is the session's (``attnlab.training.session``), which checks the config once
-and hands the trainer what it needs when it builds it. ``Trainer`` writes nothing while it is
-built (an existing run's checkpoint is loaded first), so a refused command leaves the run
-directory as it was. Its loop offers hooks to whoever drives it (the benchmark): ``on_step``
-after every step, the data stream as a parameter (``stream=``); ``timer`` sums the seconds
-spent drawing batches and in the step itself.
+The ``Trainer`` owns the loop and its state (``TrainState``: what checkpoints hold and a
+resume restores; nobody else sets the trainer's attributes); the run directory around it
+(lock, status, ``.hydra/``, the thread count) is the session's (``attnlab.training.session``),
+which checks the config once and hands the trainer what it needs when it builds it.
+``Trainer`` writes nothing while it is built (an existing run's checkpoint is loaded first),
+so a refused command leaves the run directory as it was. Its loop offers hooks to whoever
+drives it (the benchmark): ``on_step`` after every step, the data stream as a parameter
+(``stream=``); ``timer`` sums the seconds spent drawing batches and in the step itself.
+A run ends at train.steps, train.minutes or train.patience (``attnlab.training.budget``).
 """
 
 from __future__ import annotations
@@ -38,16 +40,15 @@ from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_devic
 from attnlab.threads import FixedThreads, ThreadGovernor
 from attnlab.training import state
 from attnlab.training.average import WeightAverage
+from attnlab.training.budget import Budget
 from attnlab.training.freeze import check_freeze, freeze, warn_random, warn_unloaded
-from attnlab.training.optim import optimiser
+from attnlab.training.optim import Schedule, optimiser
 from attnlab.training.prepare import check_training, training_threads
-from attnlab.training.state import Best, StepTimer
+from attnlab.training.state import Best, StepTimer, TrainState
 from attnlab.training.validation import (
     log_validation,
-    patience_spent,
     stopped_early,
     validate,
-    write_attention_images,
     write_validation,
 )
 
@@ -87,17 +88,11 @@ class Trainer:
         self.device = resolve_device(cfg.train.device)
         self.seen = seen_lengths(cfg.data)
         self.synth = StripSynth(cfg.data)
-        self._build_reader()
-        self.started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
+        opt, schedule = self._build_reader()
         data = training_data(cfg, self.model, self.seen, self.synth, stream)  # attnlab.data
         self.stream, self.val_sets = data.stream, data.val_sets
         self.split = data.split  # data=folder: what the run holds out; else None
-        self.step = 0
-        self.best = Best(measure=patience_measure(cfg.train.objective))  # what chooses best.pt
-        self.history: list[dict[str, Any]] = []
-        self.last_val: dict[str, Any] = {}
-        self.train_seconds = 0.0  # training time (steps, validations, saves), over every restart
-        self.trained_steps = 0  # steps whose time train_seconds counts
+        self.budget = Budget.of(cfg.train)  # train.steps, train.minutes
         self.timer = StepTimer()
         self.autocast = bf16_autocast(cfg.train.bf16, self.device)
         # dynamic: the strips' widths change every batch (one compiled graph, not one per width)
@@ -105,20 +100,29 @@ class Trainer:
             torch.compile(self.model.loss, dynamic=True) if cfg.train.compile else self.model.loss
         )
         self.writer = None
-        self.drawn_by = drawn.drawn_by(self.synth)  # what draws it (a resume keeps the first)
         ema = cfg.optim.ema  # the weights' average, read at validation (training.average)
-        self.average = WeightAverage(self.model, ema) if ema > 0 else None
+        self.state = TrainState(
+            opt,
+            schedule,
+            self.stream,
+            average=WeightAverage(self.model, ema) if ema > 0 else None,
+            best=Best(measure=patience_measure(cfg.train.objective)),  # what chooses best.pt
+            drawn_by=drawn.drawn_by(self.synth),  # what draws it (a resume keeps the first)
+        )
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
+        self.budget.start(self.state)
         if cfg.get("init_from") and not self.resumed:  # fine-tuning (attnlab.training.finetune)
             from attnlab.training.finetune import init_from
 
-            self.started_from = init_from(self.model, cfg, str(cfg.init_from), self.split)
-            warn_unloaded(self.frozen, self.started_from)
-            if self.average is not None:  # the average starts at the loaded weights
-                self.average.load(self.model.state_dict())
+            started_from = init_from(self.model, cfg, str(cfg.init_from), self.split)
+            self.state.started_from = started_from
+            warn_unloaded(self.frozen, started_from)
+            if self.state.average is not None:  # the average starts at the loaded weights
+                self.state.average.load(self.model.state_dict())
 
-    def _build_reader(self) -> None:
-        """The reader (seeded), its frozen parts, its optimiser and learning-rate schedule."""
+    def _build_reader(self) -> tuple[torch.optim.Optimizer, Schedule]:
+        """The reader (seeded) and its frozen parts; its optimiser and learning-rate schedule
+        (over ``train.steps``: a budget in minutes resizes it as the run goes)."""
         cfg, t = self.cfg, self.cfg.train
         torch.manual_seed(cfg.seed)
         self.model = registry.build(cfg.model, cfg.data.height, cfg.data.charset).to(self.device)
@@ -127,26 +131,36 @@ class Trainer:
         names = check_freeze(getattr(t, "freeze", None), self.model, self.model.name)
         self.frozen = freeze(self.model, names)
         warn_random(names, cfg.get("init_from"))
-        self.opt, self.sched = optimiser(self.model, cfg.optim, t.steps)
+        return optimiser(self.model, cfg.optim, t.steps)
+
+    # -- what others read (``self.state`` is what changes) ----------------------------------
+
+    @property
+    def step(self) -> int:
+        return self.state.step
+
+    @property
+    def opt(self) -> torch.optim.Optimizer:
+        return self.state.opt
 
     # -- checkpoints ---------------------------------------------------------------------------
 
     def checkpoint(self) -> Checkpoint:
         """All that resuming needs, as of now (``attnlab.training.state``)."""
-        return state.checkpoint_of(self)
+        return self.state.checkpoint(self.model, self.cfg, self.params, self.split)
 
     def resume(self) -> bool:
         """Load last.pt when there is one; refuse a command that would compute another run."""
-        return state.resume(self)
+        last = self.run_dir.checkpoint("last")
+        ckpt = state.resumable(last, self.cfg, self.split)
+        if ckpt is None:
+            return False
+        self.state.restore(ckpt, self.model, last)
+        log.info("resumed from %s at step %d", last, self.step)
+        return True
 
     def save(self, name: str) -> None:
         self.checkpoint().save(self.run_dir.checkpoint(name))
-
-    def record(self, **values: float) -> None:
-        """Add values to the history row of the current step."""
-        if not self.history or self.history[-1]["step"] != self.step:
-            self.history.append({"step": self.step})
-        self.history[-1].update(values)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -184,25 +198,28 @@ class Trainer:
             )
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
         self.opt.step()
-        self.sched.step()
+        self.state.schedule.step()
         return total
 
     def advance(self) -> float:
         """One optimiser step, counted; its loss."""
         self.threads.tick()
+        self.state.schedule.resize(self.budget.horizon(self.step))  # train.minutes: re-estimated
         started = time.perf_counter()
         loss = self.train_step()
         self.timer.step_s += time.perf_counter() - started
         self.timer.steps += 1
-        self.step += 1
-        self.trained_steps += 1
-        if self.average is not None:
-            self.average.update(self.model, self.step)
+        self.state.step += 1
+        self.state.trained_steps += 1
+        if self.state.average is not None:
+            self.state.average.update(self.model, self.step)
         return loss
 
     def reading(self) -> AbstractContextManager[None]:
         """The weights the run reads with inside the block: the average under optim.ema."""
-        return nullcontext() if self.average is None else self.average.applied(self.model)
+        return (
+            nullcontext() if self.state.average is None else self.state.average.applied(self.model)
+        )
 
     def validate(self) -> dict[str, Any]:
         """Read every validation set (with the weights the run reads with); log, and write to
@@ -212,27 +229,33 @@ class Trainer:
                 self.model, self.val_sets, self.device, self.autocast, self.cfg.train.examples_shown
             )
             log_validation(self.step, val, shown)
-            if self.writer is None:
-                return val
-            write_validation(self.writer, self.step, val)
-            if self.cfg.train.maps_logged:  # a few attention maps, when the reader has weights
-                top = self.val_sets[max(self.val_sets)]
-                kept = top.select(list(range(min(self.cfg.train.maps_logged, len(top)))))
-                write_attention_images(
-                    self.writer, self.step, self.model, kept, self.device, self.autocast
+            if self.writer is not None:  # and a few attention maps, when the reader has weights
+                maps = self.cfg.train.maps_logged
+                write_validation(
+                    self.writer, self.step, val, self.model, self.val_sets, maps, self.autocast
                 )
         return val
 
-    def checkpoint_now(self, started: float) -> None:
-        self.train_seconds += time.time() - started
+    def checkpoint_now(self) -> None:
+        """last.pt, the history and the status (running), with the time and budget spent."""
+        self.state.seconds = self.budget.spent()
+        self.state.budget = self.budget.record(self.step, self.state.seconds, self.ended_by())
         self.save("last")
-        self.run_dir.write_history(self.history)
-        self.run_dir.write_status(RunStatus.running, self.step)
+        self.run_dir.write_history(self.state.history)
+        self.run_dir.write_status(
+            RunStatus.running, self.step, budget=self.budget.status(self.state.budget)
+        )
+
+    def ended_by(self) -> str | None:
+        """What ends the run as of now: steps, patience or minutes; None: it trains on."""
+        return self.budget.ended_by(self.state, self.cfg.train)
 
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-        """Train to ``train.steps``; ``on_step(step, loss)`` after each step."""
+        """Train until train.steps, train.minutes or train.patience ends the run (whichever
+        comes first); ``on_step(step, loss)`` after each step."""
+        self.budget.start(self.state)
         self.start()
         self.threads.tick()
         if self.step == 0:
@@ -252,65 +275,64 @@ class Trainer:
 
         t = self.cfg.train
         remove_orphans(self.run_dir.checkpoints)
-        self.run_dir.write_status(RunStatus.running, self.step)
+        self.run_dir.write_status(
+            RunStatus.running, self.step, budget=self.budget.status(self.state.budget)
+        )
         if self.split is not None:  # the held-out strips' ids, before any step trains
             self.run_dir.write_split(self.split)
         self.writer = SummaryWriter(str(self.run_dir.tb), purge_step=self.step or None)
         log.info(
-            "%s reader: %d parameters; seen lengths %s; %s; %d steps of %d strips%s",
+            "%s reader: %d parameters; seen lengths %s; %s; %s of %d strips%s",
             self.model.name,
             self.params,
             lengths_label(self.seen),
             self.device,
-            t.steps,
+            self.budget.label(),
             t.batch_size * t.accumulate,
             f" (resumed at step {self.step})" if self.resumed else "",
         )
         if self.resumed and self.step >= t.steps:
             log.warning(
-                "train.steps=%d is not above the %d steps this run has done: nothing to train; "
-                "it ends at step %d (a larger train.steps trains on)",
-                t.steps,
-                self.step,
-                self.step,
+                "train.steps=%(steps)d is not above the %(done)d steps this run has done: "
+                "nothing to train; it ends at step %(done)d (a larger train.steps trains on)",
+                {"steps": t.steps, "done": self.step},
             )
 
     def loop(self, progress: Progress, stop: Any, on_step: Callable | None) -> None:
-        """The steps, each with its logging, validation and checkpoint; a stop asked for
-        during one (``runtime.stop_between_steps``) saves last.pt once it is whole, then ends
-        the run as the signal would."""
+        """The steps, each with its logging, validation and checkpoint, until the run ends
+        (``ended_by``); a stop asked for during one (``runtime.stop_between_steps``) saves
+        last.pt once it is whole, then ends the run as the signal would."""
         t = self.cfg.train
         start_time, start_step = time.time(), self.step
-        lap = start_time
-        ends = patience_spent(self.history, t) is not None  # resumed, it had stopped early
-        while self.step < t.steps and not ends:
+        ends = self.ended_by() is not None  # resumed, it may have ended already
+        while not ends:
             loss = self.advance()
             if on_step is not None:
                 on_step(self.step, loss)
-            progress.update(self.step, loss, self.last_val.get("exact_acc"))
-            if self.step % t.log_every == 0 or self.step == t.steps:
+            progress.update(self.step, loss, self.state.last_val.get("exact_acc"))
+            ends = self.ended_by() is not None  # train.steps, or no time for another step
+            if self.step % t.log_every == 0 or ends:
                 self.log_step(loss, progress.rich, start_time, start_step)
-            if self.step % t.val_every == 0 or self.step == t.steps:
+            if self.step % t.val_every == 0 or ends:
                 self.validate_and_record()
-                if self.best.beaten_by(self.last_val):  # on train.objective's measure
-                    self.best = self.best.after(self.step, self.last_val)
+                if self.state.best.beaten_by(self.state.last_val):  # on train.objective's measure
+                    self.state.best = self.state.best.after(self.step, self.state.last_val)
                     self.save("best")
-                ends = patience_spent(self.history, t) is not None  # train.patience ran out
-            saved = self.step % t.checkpoint_every == 0 or self.step == t.steps or ends
-            if saved or stop.requested is not None:
-                self.checkpoint_now(lap)
-                lap = time.time()
+                ends = self.ended_by() is not None  # train.patience may have run out
+            if self.step % t.checkpoint_every == 0 or ends or stop.requested is not None:
+                self.checkpoint_now()
             if stop.requested is not None:
                 log.warning("stopped at step %d: last.pt saved", self.step)
                 stop.deliver()
 
     def log_step(self, loss: float, rich: bool, start_time: float, start_step: int) -> None:
-        """The step's loss and learning rate: TensorBoard, the history, and (without the rich
-        progress bar) a log line with the strips/s since this command started."""
-        t, lr = self.cfg.train, self.sched.get_last_lr()[0]
+        """The step's loss and the learning rate it trained with: TensorBoard, the history,
+        and (without the rich progress bar) a log line with the strips/s since this command
+        started."""
+        t, lr = self.cfg.train, self.state.schedule.used
         self.writer.add_scalar("train/loss", loss, self.step)
         self.writer.add_scalar("train/lr", lr, self.step)
-        self.record(loss=loss, lr=lr)
+        self.state.record(loss=loss, lr=lr)
         if not rich:
             done = (self.step - start_step) * t.batch_size * t.accumulate
             rate = done / max(1e-9, time.time() - start_time)
@@ -325,38 +347,43 @@ class Trainer:
 
     def validate_and_record(self) -> None:
         """Validate now; the result is ``last_val`` and goes into the history."""
-        self.last_val = self.validate()
-        self.record(val_exact_acc=self.last_val["exact_acc"], val_cer=self.last_val["cer"])
+        started = time.perf_counter()
+        self.state.last_val = self.validate()
+        self.budget.validated(time.perf_counter() - started)
+        self.state.record(
+            val_exact_acc=self.state.last_val["exact_acc"], val_cer=self.state.last_val["cer"]
+        )
 
     def finish(self) -> dict[str, Any]:
         """metrics.json and the history of a run trained to its end; its metrics."""
-        t = self.cfg.train
-        strips = self.trained_steps * t.batch_size * t.accumulate
+        t, spent = self.cfg.train, self.state.seconds
+        strips = self.state.trained_steps * t.batch_size * t.accumulate
         metrics = TrainMetrics(
             reader=self.model.name,
             step=self.step,
             params=self.params,
-            elapsed_s=round(self.train_seconds, 2),
-            strips_per_s=round(strips / max(self.train_seconds, 1e-9), 1),
+            elapsed_s=round(spent, 2),
+            strips_per_s=round(strips / max(spent, 1e-9), 1),
             seen_lengths=self.seen,
-            val=self.last_val,
-            best=self.best.record(),
+            val=self.state.last_val,
+            best=self.state.best.record(),
             threads=self.threads.counts,
             device=device_label(self.device),
-            stopped_early=stopped_early(self.history, t, self.step),
-            drawn_by=self.drawn_by,
+            stopped_early=stopped_early(self.state.history, t, self.step),
+            drawn_by=self.state.drawn_by,
+            budget=self.budget.record(self.step, spent, self.ended_by()),
         )
         self.run_dir.write_metrics(metrics)
-        self.run_dir.write_history(self.history)
+        self.run_dir.write_history(self.state.history)
         self.writer.close()
         log.info(
             "done: step %d, validation exact %.2f%% CER %.2f%%, best %s %.4f at step %d; %s",
             self.step,
-            100 * self.last_val["exact_acc"],
-            100 * self.last_val["cer"],
-            self.best.measure,
-            self.best.value or 0.0,
-            self.best.step,
+            100 * self.state.last_val["exact_acc"],
+            100 * self.state.last_val["cer"],
+            self.state.best.measure,
+            self.state.best.value or 0.0,
+            self.state.best.step,
             self.run_dir.path,
         )
         return metrics.__dict__

@@ -56,12 +56,27 @@ def log_validation(step: int, val: dict[str, Any], shown: Shown) -> None:
         log.info("  %s | %s | %.3f%s", truth, reading or "(empty)", conf, mark)
 
 
-def write_validation(writer: Any, step: int, val: dict[str, Any]) -> None:
+def write_validation(
+    writer: Any,
+    step: int,
+    val: dict[str, Any],
+    model: Any,
+    val_sets: dict[int, StripBatch],
+    maps: int,
+    bf16: bool = False,
+) -> None:
+    """The validation ``val`` at ``step`` to TensorBoard, and the attention maps of the first
+    ``maps`` strips of the longest validation set (when the reader has weights)."""
     writer.add_scalar("val/exact_acc", val["exact_acc"], step)
     writer.add_scalar("val/cer", val["cer"], step)
     for n, v in val["by_length"].items():
         writer.add_scalar(f"val_exact_acc/len{int(n):02d}", v["exact_acc"], step)
         writer.add_scalar(f"val_cer/len{int(n):02d}", v["cer"], step)
+    if maps:
+        top = val_sets[max(val_sets)]
+        kept = top.select(list(range(min(maps, len(top)))))
+        device = next(model.parameters()).device
+        write_attention_images(writer, step, model, kept, device, bf16)
 
 
 def write_attention_images(

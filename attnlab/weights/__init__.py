@@ -2,4 +2,4 @@
 strips, and ``pretrained.json``, its record (the command that trained it, what it reads on
 the fixed synthetic strips, its digest). ``init_from=pretrained`` and ``attnlab read IMG
 --run pretrained`` name it (``attnlab.runs.pretrained``); ``scripts/pretrain.py`` makes it
-again, and lock-pins.toml pins its digest."""
+again (``attnlab.maintain.packaging``), and lock-pins.toml pins its digest."""

@@ -18,7 +18,20 @@ process left behind and no job cut short while it saves. Each run resumes from i
 when the sweep is run again.
 
 With ``pre_dispatch: n_jobs`` and ``batch_size: 1`` (parallel.yaml) no job is queued
-behind a running one, so no queued job starts once the sweep has been stopped.
+behind a running one, and the jobs are handed to joblib one by one until the sweep is stopped
+(``UntilStopped``), so no queued job starts once it has been.
+
+A stopped sweep ends the same whenever the signal comes, even while loky's workers are still
+starting (a worker killed by Ctrl-C before it runs anything breaks the pool: loky then kills
+the busy workers and raises TerminatedWorkerError). Worker processes start with SIGINT
+ignored (``ctrl_c_kept_from_workers``), and keep ignoring it (``MarksBusy``): the main
+process alone takes the terminal's Ctrl-C, from the launcher's setup on (``StopHeld``).
+A job that the stop finds dispatched but not yet running records itself interrupted at
+step 0 (``MarksBusy``: it resumes like the others); a stopped job returns to
+joblib as a failed job rather than raising, so joblib kills no worker while another job is
+still saving; and once every dispatched job has returned, the launch raises
+``KeyboardInterrupt`` (``Interrupted`` for SIGTERM): the command ends with exit status 130
+and the sweep's summary names each job interrupted, with the command that resumes it.
 
 With GPUs (``attnlab.runtime.gpu_ids``, or ATTNLAB_FAKE_GPUS in tests) each job gets its
 GPU through CUDA_VISIBLE_DEVICES, set in its worker before the job runs (before CUDA starts
@@ -28,15 +41,18 @@ the first free slot while it runs, so no more than ``jobs_per_gpu`` jobs share a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import multiprocessing
 import os
+import shlex
 import signal
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,37 +91,132 @@ GRACE_S = 60.0  # how long a stopped sweep waits for its jobs to say how they en
 STOP = "stop"  # the marker a stopping sweep leaves for jobs that would start now
 
 
+class SweepStopped(Exception):
+    """How a job that its sweep's stop ended returns to joblib: as a failed job (Hydra's
+    ``run_job`` keeps an Exception in its JobReturn), not raised on, since joblib kills
+    every worker at the first job that raises, and another job may still be saving."""
+
+
 class MarksBusy:
     """The task function, run with the marker ``busy-<pid>`` under ``folder`` while it runs,
     so that a stopped sweep signals only the workers that run a job: an idle loky worker has
     SIGTERM's default action, and its death breaks the pool, whereupon loky kills the busy
     workers before their jobs say how they ended. A job that would start once the sweep is
-    stopping (``STOP`` there) does not start."""
+    stopping (``STOP`` there) does not start: it records itself interrupted at step 0."""
 
     def __init__(self, task_function: Any, folder: str) -> None:
         self.task_function = task_function
         self.folder = folder
 
     def __call__(self, cfg: Any) -> Any:
-        from attnlab.runtime import Interrupted
+        from attnlab.runtime import Interrupted, sigterm_as_interrupt
 
         folder = Path(self.folder)
-        if (folder / STOP).exists():
-            raise Interrupted()
         mark = folder / f"busy-{os.getpid()}"
-        mark.touch()
-        # The terminal's Ctrl-C reaches this worker too: the sweep's main process passes it
-        # on (as SIGTERM, once, so the job stops after a whole step: a second signal would
-        # stop it at once); the stop's cause is the marker's text (STOP_CAUSE).
-        ctrl_c = _ignore_sigint()
+        # The terminal's Ctrl-C is the sweep's main process's to pass on (as SIGTERM, once, so
+        # that the job stops after a whole step: a second signal would stop it at once); the
+        # stop's cause is the marker's text (STOP_CAUSE). Ignored for good: an idle worker
+        # that died of it would break the pool.
+        _ignore_sigint()
         os.environ[STOP_CAUSE] = str(folder / STOP)
-        try:
-            return self.task_function(cfg)
-        finally:
-            mark.unlink(missing_ok=True)
-            os.environ.pop(STOP_CAUSE, None)
-            if ctrl_c is not None:
-                signal.signal(signal.SIGINT, ctrl_c)
+        with sigterm_as_interrupt():  # from the mark on, SIGTERM stops the job, not the worker
+            mark.touch()  # then STOP looked for: a stop finds this mark, or the job finds STOP
+            try:
+                if (folder / STOP).exists():
+                    raise Interrupted()
+                return self.task_function(cfg)
+            except KeyboardInterrupt as err:
+                cause = stop_cause(folder)
+                if cause is None:  # not the sweep's stop: as it came
+                    raise
+                _record_not_started(cause, cfg)
+                raise SweepStopped(f"interrupted ({cause})") from err
+            finally:
+                mark.unlink(missing_ok=True)
+                os.environ.pop(STOP_CAUSE, None)
+
+
+def stop_cause(folder: Path) -> str | None:
+    """What stopped the sweep ("Ctrl-C", "SIGTERM"), from its STOP marker; None: running."""
+    try:
+        return Path(folder, STOP).read_text().strip() or "SIGTERM"
+    except OSError:
+        return None
+
+
+def _record_not_started(cause: str, cfg: Any) -> None:
+    """A job stopped before its training recorded anything (its run directory has no
+    status): its config and status interrupted at step 0, so that the summary lists it and
+    the sweep's command starts it again."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from attnlab.runs.rundir import RunDir, RunStatus
+    from attnlab.training.session import write_hydra_files
+
+    try:
+        run = RunDir(HydraConfig.get().runtime.output_dir)
+    except ValueError:  # no Hydra job here: nothing to record
+        return
+    if run.path.is_dir() and not run.status_file.exists():
+        if not run.config.is_file():
+            write_hydra_files(run, cfg)
+        run.write_status(RunStatus.interrupted, 0, f"interrupted ({cause}) before it started")
+
+
+class UntilStopped(Sequence):
+    """A sweep's jobs (their overrides), handed out by iteration only until the sweep is
+    stopped (the STOP marker under ``folder``): joblib takes the next job from the iterator
+    as a worker frees, so no queued job starts once the sweep is stopped."""
+
+    def __init__(self, jobs: Sequence[Sequence[str]], folder: str) -> None:
+        self.jobs, self.folder = jobs, folder
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.jobs[index]
+
+    def __iter__(self) -> Iterator[Sequence[str]]:
+        for job in self.jobs:
+            if (Path(self.folder) / STOP).exists():
+                return
+            yield job
+
+
+@contextlib.contextmanager
+def ctrl_c_kept_from_workers(folder: str) -> Iterator[None]:
+    """While it lasts, the processes loky starts (its workers) start with SIGINT ignored, so
+    that none dies of the terminal's Ctrl-C while it starts, or idle: their jobs are stopped
+    by the main process (``forward_to_workers``). loky starts each worker as
+    ``sys.executable -m ...``; here that is a script under ``folder`` that ignores SIGINT and
+    runs the same Python (an ignored signal stays ignored across exec, and Python then
+    installs no KeyboardInterrupt handler). A signal mask would not do: the child's is
+    reset. Should a worker still die of a Ctrl-C (in the instant before the script ignores
+    it), the stopped launch ends as a Ctrl-C all the same (``raise_if_stopped``)."""
+    real = sys.executable
+    if not real or os.name != "posix":
+        yield
+        return
+    script = Path(folder, "python-without-ctrl-c")
+    script.write_text(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(real)} \"$@\"\n")
+    script.chmod(0o700)
+    sys.executable = str(script)
+    try:
+        yield
+    finally:
+        sys.executable = real
+
+
+def raise_if_stopped(folder: str, err: BaseException | None = None) -> None:
+    """Once the launch has returned (or raised ``err``): a stopped sweep ends as Ctrl-C
+    (KeyboardInterrupt) or SIGTERM (``Interrupted``) ends a command, whatever joblib made of
+    it (a worker lost while it stopped: TerminatedWorkerError)."""
+    from attnlab.runtime import Interrupted
+
+    cause = stop_cause(Path(folder))
+    if cause is not None:
+        raise (KeyboardInterrupt() if cause == "Ctrl-C" else Interrupted()) from err
 
 
 def _ignore_sigint() -> Any:
@@ -132,7 +243,9 @@ def forward_to_workers(
     before saving last.pt and writing "interrupted"."""
     running = None
     if busy is not None:
-        Path(busy, STOP).write_text("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
+        said = Path(busy, f".{STOP}-{os.getpid()}")  # whole when seen: written, then renamed
+        said.write_text("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
+        said.replace(Path(busy, STOP))
         running = {int(m.name.split("-")[1]) for m in Path(busy).glob("busy-*")}
     for worker in multiprocessing.active_children():
         if worker.pid is not None and (running is None or worker.pid in running):
@@ -172,16 +285,51 @@ def end_idle_workers() -> None:
         executor.shutdown(wait=True, kill_workers=True)
 
 
+class StopHeld:
+    """Ctrl-C and SIGTERM held from the launcher's setup to its first launch (in the main
+    thread). Hydra writes the sweep's folder and multirun.yaml in between: a KeyboardInterrupt
+    inside OmegaConf there leaves a half-built config, whose next use fails with an unrelated
+    error. ``release`` puts the handlers back and raises the signal that came, as the
+    launch's own stop ends, before any job starts. A second signal is raised at once."""
+
+    def __init__(self) -> None:
+        self.came: int | None = None
+        self.previous = {s: signal.signal(s, self._hold) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _hold(self, signum: int, frame: object) -> None:
+        if self.came is not None:
+            self.release()
+        self.came = signum
+
+    def release(self) -> None:
+        from attnlab.runtime import Interrupted
+
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
+        if self.came is not None:
+            raise KeyboardInterrupt() if self.came == signal.SIGINT else Interrupted()
+
+
 class ParallelLauncher(JoblibLauncher):
     def __init__(self, jobs_per_gpu: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.jobs_per_gpu = jobs_per_gpu
+        self.held: StopHeld | None = None
+
+    def setup(self, **kwargs: Any) -> None:
+        super().setup(**kwargs)
+        if threading.current_thread() is threading.main_thread():
+            self.held = StopHeld()
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         from attnlab.runtime import gpu_ids, jobs_per_gpu
 
+        held, self.held = self.held, None
+        if held is not None:
+            held.release()
         gpus = gpu_ids()
         if not gpus:
             return self._launch(job_overrides, initial_job_idx)
@@ -208,7 +356,14 @@ class ParallelLauncher(JoblibLauncher):
             forward = functools.partial(forward_to_workers, busy=busy, sweep_dir=sweep_dir)
             previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
             try:
-                return super().launch(job_overrides, initial_job_idx)
+                with ctrl_c_kept_from_workers(busy):
+                    try:
+                        runs = super().launch(UntilStopped(job_overrides, busy), initial_job_idx)
+                    except BaseException as err:
+                        raise_if_stopped(busy, err)
+                        raise
+                raise_if_stopped(busy)
+                return runs
             finally:
                 for signum, handler in previous.items():
                     signal.signal(signum, handler)

@@ -2,7 +2,7 @@
 al. 2015; deep-text-recognition-benchmark's feature extractors) scaled for a CPU. Stages of
 3x3 convolutions with batch norm, each halving the height (and the width, while the stride
 asks for it), the remaining rows averaged into one, a linear layer per column to 2H, then the
-same BiGRU as the column encoder.
+same BiGRU as the column encoder (``_recurrent.py``).
 
 Cost. Nothing runs at the strip's full resolution: the first stage's convolution is strided
 (2 rows, and 2 columns while the stride asks for it) and every later stage pools before its
@@ -35,13 +35,21 @@ width instead of the widest strip's.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attnlab.config.model import check_stages
 from attnlab.models import costs
+from attnlab.models.encoders._recurrent import ColumnStates
+
+KEYS = ("conv_channels",)  # what a conv encoder reads beyond the keys every encoder reads
+
+
+def check(m: Any, height: int) -> None:
+    """``model.conv_channels``: one stage or more, enough for the stride, dividing the height."""
+    check_stages(m, "conv_channels", height, "conv stages", at_least_one=True)
 
 
 def positions(row: torch.Tensor) -> torch.Tensor:
@@ -116,42 +124,26 @@ class ConvNorm(nn.Module):
         return costs.conv2d(h * w, c.in_channels, c.out_channels, c.kernel_size[0])
 
 
-class ConvColumns(nn.Module):
+class ConvColumns(ColumnStates):
     """The column encoder surface (see ``attnlab.models.encoders``) over a conv stack that a
     subclass builds: ``stages(channels, pools)`` returns modules with ``forward(x, keep) ->
     (x, keep)`` and ``flops(h, w) -> (flops, h, w)``; together they halve the height
     ``len(model.conv_channels)`` times and the width ``log2(model.stride)`` times."""
 
-    name: ClassVar[str] = ""
-
     def __init__(self, cfg: Any, height: int, recurrent: bool = True):
-        super().__init__()
+        super().__init__(cfg, height)
         channels = list(cfg.conv_channels)
         halvings = int(math.log2(cfg.stride))
-        # ModelConfig.check refuses these in one line before an encoder is built.
+        # The config check refuses these in one line before an encoder is built.
         assert 2**halvings == cfg.stride and halvings <= len(channels)
         assert height % (2 ** len(channels)) == 0
-        self.stride, self.height, self.hidden = cfg.stride, height, cfg.hidden
-        self.normalize = cfg.normalize_strips
         pools = [2 if i < halvings else 1 for i in range(len(channels))]
         self.stages = nn.ModuleList(self.stages_for(channels, pools))
         self.proj = nn.Linear(channels[-1], 2 * cfg.hidden)  # each column's rows averaged
-        self.gru = (
-            nn.GRU(2 * cfg.hidden, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True)
-            if recurrent
-            else None
-        )
+        self.add_gru(cfg, recurrent)
 
     def stages_for(self, channels: list[int], pools: list[int]) -> list[nn.Module]:
         raise NotImplementedError
-
-    @property
-    def state_size(self) -> int:
-        return 2 * self.hidden
-
-    def column_lengths(self, widths: torch.Tensor) -> torch.Tensor:
-        """Pixel widths (B,) -> number of encoder columns (B,)."""
-        return torch.div(widths + self.stride - 1, self.stride, rounding_mode="floor")
 
     def flop_terms(self, columns: int) -> list[costs.Term]:
         """Closed-form forward FLOPs of one strip of ``columns`` encoder columns: each conv
@@ -165,11 +157,7 @@ class ConvColumns(nn.Module):
             )
         n = costs.linear(columns, self.proj.in_features, self.proj.out_features)
         terms.append(costs.Term("column layer", "encoder", "encoder.proj", "column", n))
-        if self.gru is not None:
-            g = self.gru
-            n = costs.gru(columns, g.input_size, g.hidden_size, g.num_layers, 2)
-            terms.append(costs.Term("BiGRU", "encoder", "encoder.gru", "column", n))
-        return terms
+        return [*terms, *self.gru_terms(columns)]
 
     def features(self, images: torch.Tensor, widths: torch.Tensor, traced: bool = False):
         """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
@@ -197,20 +185,3 @@ class ConvColumns(nn.Module):
         cols = positions(x[0, :, 0])
         real_cols = (cols[None, :] < lengths[:, None]).to(x.dtype)[..., None]  # (B, T, 1)
         return self.proj(x) * real_cols, lengths
-
-    def forward(self, images: torch.Tensor, widths: torch.Tensor):
-        """images (B, H, W), widths (B,) -> states (B, T, 2H), lengths (B,), summary (B, 2H)
-        (the final forward state joined with the final backward state), as the column
-        encoder returns them: padded columns never reach the BiGRU (packed)."""
-        if self.gru is None:
-            raise RuntimeError(f"this {self.name} encoder was built without its BiGRU")
-        feats, lengths = self.features(images, widths)
-        t = feats.shape[1]
-        packed = pack_padded_sequence(
-            feats.float(), lengths.cpu(), batch_first=True, enforce_sorted=False
-        )
-        with torch.autocast(device_type=feats.device.type, enabled=False):
-            out, h_n = self.gru(packed)
-        states, _ = pad_packed_sequence(out, batch_first=True, total_length=t)
-        summary = torch.cat([h_n[-2], h_n[-1]], dim=-1)
-        return states, lengths.to(states.device), summary

@@ -1,37 +1,53 @@
 """The lab's column encoder (``encoder=column``, every reader's default): a small conv stem,
 then a bidirectional GRU that keeps a state for every column of the strip.
 
-Padded columns never reach the recurrences (packed sequences), and the stem zeroes them
-after every layer, so a strip's states do not depend on what it was batched with.
+Its keys: ``model.stem_channels``, ``model.column_convs``, ``model.column_mlp``,
+``model.column_norm`` (defaults and notes in attnlab.config.ModelConfig). Padded columns never
+reach the recurrences (packed sequences, ``_recurrent.py``), and the stem zeroes them after
+every layer, so a strip's states do not depend on what it was batched with.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnlab.config import ModelConfig
+from attnlab.config.model import check_stages
+from attnlab.config.rules import require
 from attnlab.models import costs
 from attnlab.models.encoders import register
+from attnlab.models.encoders._recurrent import ColumnStates
+
+KEYS = ("stem_channels", "column_convs", "column_mlp", "column_norm")
 
 
-@register("column", "the lab's encoder: conv stem, column convolutions, per-column layer, BiGRU")
-class ColumnEncoder(nn.Module):
-    def __init__(self, cfg: ModelConfig, height: int, recurrent: bool = True):
+def check(m: Any, height: int) -> None:
+    """Its keys' values (``model.stride`` a power of two is checked for every encoder)."""
+    check_stages(m, "stem_channels", height, "stem layers", at_least_one=False)
+    convs = list(m.column_convs)
+    require(all(c >= 1 for c in convs), "model.column_convs", convs, "must be >= 1 each")
+    require(m.column_mlp >= 0, "model.column_mlp", m.column_mlp, "must be >= 0 (0 = none)")
+
+
+@register(
+    "column",
+    "the lab's encoder: conv stem, column convolutions, per-column layer, BiGRU",
+    KEYS,
+    check,
+)
+class ColumnEncoder(ColumnStates):
+    def __init__(self, cfg: Any, height: int, recurrent: bool = True):
         """``recurrent`` False: no BiGRU, for a reader that encodes the column features
         itself (``features``); calling the encoder then is an error."""
-        super().__init__()
+        super().__init__(cfg, height)
         halvings = int(math.log2(cfg.stride))
         n_conv = len(cfg.stem_channels)
-        # ModelConfig.check refuses these in one line before a reader is built.
+        # The config check refuses these in one line before a reader is built.
         assert 2**halvings == cfg.stride and not (n_conv and halvings > n_conv)
         assert height % (2**n_conv) == 0
-        self.stride = cfg.stride
-        self.height = height
-        self.normalize = cfg.normalize_strips
         self.convs = nn.ModuleList()
         self.width_pools: list[int] = []
         channels, h = 1, height
@@ -58,22 +74,7 @@ class ColumnEncoder(nn.Module):
         else:
             self.proj = nn.Linear(self.column_features, 2 * cfg.hidden)
         self.norm = nn.LayerNorm(2 * cfg.hidden) if cfg.column_norm else nn.Identity()
-        self.gru = (
-            nn.GRU(
-                2 * cfg.hidden,
-                cfg.hidden,
-                num_layers=cfg.layers,
-                batch_first=True,
-                bidirectional=True,
-            )
-            if recurrent
-            else None
-        )
-        self.hidden = cfg.hidden
-
-    @property
-    def state_size(self) -> int:
-        return 2 * self.hidden
+        self.add_gru(cfg, recurrent)
 
     def flop_terms(self, columns: int) -> list[costs.Term]:
         """Closed-form forward FLOPs of one strip of ``columns`` encoder columns, by layer
@@ -93,15 +94,7 @@ class ColumnEncoder(nn.Module):
         layers = [m for m in self.proj.modules() if isinstance(m, nn.Linear)]
         n = sum(costs.linear(columns, m.in_features, m.out_features) for m in layers)
         terms.append(costs.Term("column layer", "encoder", "encoder.proj", "column", n))
-        if self.gru is not None:
-            g = self.gru
-            n = costs.gru(columns, g.input_size, g.hidden_size, g.num_layers, 2)
-            terms.append(costs.Term("BiGRU", "encoder", "encoder.gru", "column", n))
-        return terms
-
-    def column_lengths(self, widths: torch.Tensor) -> torch.Tensor:
-        """Pixel widths (B,) -> number of encoder columns (B,)."""
-        return torch.div(widths + self.stride - 1, self.stride, rounding_mode="floor")
+        return [*terms, *self.gru_terms(columns)]
 
     def features(self, images: torch.Tensor, widths: torch.Tensor):
         """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
@@ -146,22 +139,3 @@ class ColumnEncoder(nn.Module):
         out = y.new_zeros(b, t, y.shape[-1])
         out[real] = y
         return out, lengths  # (B, T, 2H), (B,)
-
-    def forward(self, images: torch.Tensor, widths: torch.Tensor):
-        """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
-
-        Returns states (B, T, 2H), lengths (B,) in columns, summary (B, 2H): the final
-        forward state (after the last real column) joined with the final backward state.
-        """
-        if self.gru is None:
-            raise RuntimeError("this column encoder was built without its BiGRU: use features()")
-        feats, lengths = self.features(images, widths)
-        t = feats.shape[1]
-        packed = pack_padded_sequence(
-            feats.float(), lengths.cpu(), batch_first=True, enforce_sorted=False
-        )
-        with torch.autocast(device_type=feats.device.type, enabled=False):
-            out, h_n = self.gru(packed)
-        states, _ = pad_packed_sequence(out, batch_first=True, total_length=t)  # (B, T, 2H)
-        summary = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (B, 2H) last layer, both directions
-        return states, lengths.to(states.device), summary

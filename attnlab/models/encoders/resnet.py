@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from attnlab.models.encoders import register
-from attnlab.models.encoders._conv import ConvColumns, ConvNorm
+from attnlab.models.encoders._conv import KEYS, ConvColumns, ConvNorm, check
 
 
 class Stem(nn.Module):
@@ -65,7 +65,10 @@ class ResidualStage(nn.Module):
 
 
 @register(
-    "resnet", "a conv stem and residual blocks with batch norm (DTRB's ResNet), then the BiGRU"
+    "resnet",
+    "a conv stem and residual blocks with batch norm (DTRB's ResNet), then the BiGRU",
+    KEYS,
+    check,
 )
 class ResNetEncoder(ConvColumns):
     def stages_for(self, channels, pools):

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from attnlab.models.encoders import register
-from attnlab.models.encoders._conv import ConvColumns, ConvNorm
+from attnlab.models.encoders._conv import KEYS, ConvColumns, ConvNorm, check
 
 
 class VGGStage(nn.Module):
@@ -46,7 +46,9 @@ class VGGStage(nn.Module):
         return sum(layer.flops(h, w) for layer in self.layers), h, w
 
 
-@register("vgg", "VGG conv stages with batch norm (CRNN's feature extractor), then the BiGRU")
+@register(
+    "vgg", "VGG conv stages with batch norm (CRNN's feature extractor), then the BiGRU", KEYS, check
+)
 class VGGEncoder(ConvColumns):
     def stages_for(self, channels, pools):
         cins = [1, *channels[:-1]]

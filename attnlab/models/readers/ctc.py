@@ -333,6 +333,10 @@ def digit_probs_of(logp, cols, texts: list[str], charset: str = DIGITS) -> torch
 @register("ctc", CTCConfig, "CTC reader: a character-or-blank classifier on every column")
 class CTCReader(Reader):
     PARTS = {"encoder": ("encoder",), "output": ("classify",)}
+    # Its weights are each digit's posterior over its run of columns on the decoded path
+    # (see the module docstring), not an attention: their entropy measures how many columns
+    # a digit's run spans, so the evaluation reports no attention entropy for it.
+    ATTENTION = False
 
     def __init__(self, cfg: CTCConfig, height: int):
         super().__init__(cfg, height)

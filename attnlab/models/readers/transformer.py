@@ -2,9 +2,11 @@
 
 Each output step attends to the digits read so far (masked self-attention) and to the
 columns (cross-attention with the padding mask). The columns are the shared BiGRU's states,
-or (``encoder: transformer``) a small transformer encoder over the column features, so
-"BiGRU columns vs transformer columns" is one override. The positional representation of
-both stacks is a config value (``pos``; ``dec_pos`` / ``enc_pos`` override one).
+or (``columns: transformer``) a small transformer encoder over the column features, so
+"BiGRU columns vs transformer columns" is one override (``model.columns``; older configs and
+checkpoints call it ``model.encoder``, read as ``columns``: ``RENAMED``). The positional
+representation of both stacks is a config value (``pos``; ``dec_pos`` / ``enc_pos``
+override one).
 
 Teacher forcing runs every output position in one call under a causal mask. Decoding
 keeps each layer's self-attention keys and values in the decoder state, a tensor
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -42,8 +44,8 @@ class TransformerConfig(StepwiseConfig):
     embed: int = 64  # token embedding; projected to dec_hidden when the two differ
     heads: int = 4  # attention heads (must divide dec_hidden)
     dec_layers: int = 2
-    encoder: Columns = Columns.gru  # columns from the BiGRU, or from a transformer encoder
-    enc_layers: int = 2  # layers of the transformer column encoder (encoder=transformer)
+    columns: Columns = Columns.gru  # columns from the BiGRU, or from a transformer encoder
+    enc_layers: int = 2  # layers of the transformer column encoder (columns=transformer)
     mlp_hidden: int = 128  # hidden units of the position-wise MLP of every layer
     dropout: float = 0.0  # every training strip is fresh: there is little to overfit
     # Positions: sinusoidal | learned | relative (T5-style bucketed bias) | rotary | none.
@@ -58,6 +60,10 @@ class TransformerConfig(StepwiseConfig):
     attn_layer: int = -1  # the decoder layer whose cross-attention weights are returned
     attn_head: int | None = None  # None = mean over heads, else that head's weights
     cache: bool = True  # keys/values cached while decoding; false recomputes every prefix
+    # Keys this config had under another name, read as today's in older runs' configs and
+    # checkpoints (attnlab.models.registry.renamed): `encoder` read beside the config group
+    # `encoder=` (the shared column encoder) as if it chose that.
+    RENAMED: ClassVar[dict[str, str]] = {"encoder": "columns"}
 
     @classmethod
     def check(cls, cfg: Any, height: int) -> None:
@@ -78,9 +84,9 @@ class TransformerConfig(StepwiseConfig):
         dh = cfg.dec_hidden // cfg.heads
         rotary = Pos.rotary in (cfg.dec_pos or cfg.pos, cfg.enc_pos or cfg.pos)
         require(not rotary or dh % 2 == 0, "heads", f"rotary needs an even head width, got {dh}")
-        if Columns(cfg.encoder) is Columns.transformer:
+        if Columns(cfg.columns) is Columns.transformer:
             require(
-                cfg.enc_layers >= 1, "enc_layers", "must be >= 1 with model.encoder=transformer"
+                cfg.enc_layers >= 1, "enc_layers", "must be >= 1 with model.columns=transformer"
             )
         require(0.0 <= cfg.dropout < 1.0, "dropout", "must be in [0, 1)")
         require(cfg.rel_buckets >= 4, "rel_buckets", "must be >= 4")
@@ -115,6 +121,10 @@ class TransformerReader(StepwiseReader):
         "decoder": ("embed", "embed_proj", "decoder"),
         "output": ("out", "ctc_head"),
     }
+    ONNX_REFUSED = (
+        "its decoder state is a key/value cache that grows by one position per step and its "
+        "positions are counted in Python, which one traced step graph cannot hold"
+    )
 
     def too_long(self, label, columns):
         steps = self.learned_steps
@@ -123,7 +133,7 @@ class TransformerReader(StepwiseReader):
         return super().too_long(label, columns)
 
     def __init__(self, cfg: TransformerConfig, height: int):
-        transformer_columns = Columns(cfg.encoder) is Columns.transformer
+        transformer_columns = Columns(cfg.columns) is Columns.transformer
         super().__init__(cfg, height, recurrent=not transformer_columns, memory_size=cfg.dec_hidden)
         d = cfg.dec_hidden
         del self.init  # a transformer decoder starts from BOS alone, not from a summary
@@ -198,7 +208,7 @@ class TransformerReader(StepwiseReader):
         return terms
 
     def encode(self, images, widths) -> TransformerMemory:
-        # BiGRU states, or the column features themselves under encoder=transformer.
+        # BiGRU states, or the column features themselves under columns=transformer.
         if self.encoder.gru is None:
             states, lengths = self.encoder.features(images, widths)  # (B, T, 2H), (B,)
         else:

@@ -4,7 +4,7 @@
 training process at a time; ``run_all`` runs those whose outputs are missing; ``figures``
 computes each figure the handout quotes from the files they wrote, through the Python API
 (``attnlab.results``, ``attnlab.compare``), the probe's ``summary.csv``, the cost tables and
-the tuning study's section. ``scripts/lab_figures.py`` is the entry point; attnlab.api.labdoc
+the tuning study's section. ``scripts/lab_figures.py`` is the entry point; attnlab.maintain.labdoc
 keeps the figures between the handout's markers."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The packaged reader made and checked (``attnlab.runs.pretrained`` names it): ``package``
+"""The packaged reader made and checked, for ``scripts/pretrain.py`` (the product finds it
+through ``attnlab.runs.pretrained``; its files lie in ``attnlab/weights/``): ``package``
 turns a finished run's best.pt into ``attnlab/weights/pretrained.pt`` (weights and config,
 no optimiser state: a starting point, not a run to resume) with its record, and
 ``reading_check`` reads the fixed synthetic test strips with it, so that the record says

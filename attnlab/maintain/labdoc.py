@@ -7,7 +7,7 @@
 ``read_blocks`` reads them by name, ``write_blocks`` replaces them, ``stale`` names those that
 differ from regenerated figures and ``sync`` does one of the three for
 ``scripts/lab_figures.py`` (print, ``--write``, ``--check``). Pure text: no runs are read here
-(attnlab.api.labfigures computes the figures)."""
+(attnlab.maintain.labfigures computes the figures)."""
 
 from __future__ import annotations
 
