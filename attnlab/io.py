@@ -10,16 +10,16 @@ Text, JSON, CSV, PNG and checkpoints all go through ``atomic_write``.
 A folder (``atomic_dir``) is filled under a hidden name and then swapped with the old one in
 one step (Linux ``renameat2(RENAME_EXCHANGE)``) or, where the OS cannot swap, the old one is
 renamed aside first; at every instant the old folder or the new one is whole on disk, and
-the next call puts a set-aside folder back when its replacement never arrived.
+the next call puts a set-aside folder back when its replacement never arrived. Its writer
+holds the hidden folder's lock while it writes (``attnlab.folder_lock``): a sibling call in
+the same parent removes only what killed writers left, never a live writer's folder.
 """
 
 from __future__ import annotations
 
-import csv
 import errno
 import functools
 import hashlib
-import io
 import json
 import os
 import secrets
@@ -30,10 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attnlab import folder_lock
+from attnlab.csv_format import csv_rows, csv_text  # noqa: F401  (written through here)
+from attnlab.disk_errors import FULL, free_space, os_reason  # noqa: F401
 from attnlab.errors import UserError
 
 TMP_SUFFIX = ".tmp"
-# A folder being written: .<name>.partial beside its final name, renamed when complete.
+# A folder being written: .<name>.partial beside its final name, renamed when complete;
+# locked by its writer while it writes (unlocked: a killed writer's, removed).
 PARTIAL = ".partial"
 # An old folder renamed aside while its replacement moves in (only where the OS cannot swap
 # two names in one step): .<name>.aside, whole; put back if the replacement never arrived.
@@ -41,6 +45,9 @@ ASIDE = ".aside"
 # Crash tests: a writer whose environment names one of its steps here kills itself
 # (SIGKILL) at that step ("file:written", "dir:written", "dir:exchanged", "dir:aside", ...).
 CRASH_AT = "ATTNLAB_IO_CRASH_AT"
+# Concurrency tests: a writer whose environment names one of those steps here stops itself
+# there (SIGSTOP) until it is continued (SIGCONT), holding what it holds at that step.
+STOP_AT = "ATTNLAB_IO_STOP_AT"
 
 
 class WriteError(UserError):
@@ -75,9 +82,12 @@ def file_mode() -> int:
 
 
 def crash_point(step: str) -> None:
-    """A named step of a write; the crash tests kill the writer here (``CRASH_AT``)."""
+    """A named step of a write; the crash tests kill the writer here (``CRASH_AT``), the
+    concurrency tests stop it here (``STOP_AT``)."""
     if os.environ.get(CRASH_AT) == step:
         os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+    if os.environ.get(STOP_AT) == step and hasattr(signal, "SIGSTOP"):
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def fsync_dir(folder: Path | str) -> None:
@@ -148,58 +158,12 @@ def atomic_write(path: Path | str, write: Callable[[Path], None]) -> Path:
     return path
 
 
-# Errors that say the disk (or this process's share of it) is full, in words.
-FULL = {
-    errno.ENOSPC: "no space left",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EFBIG: "file too large for this process's file-size limit (ulimit -f)",
-}
-
-
-def os_reason(err: OSError, path: Path) -> str:
-    """An OS error in words; a full disk names the disk (its mount point) and what is free."""
-    if err.errno not in FULL:
-        return err.strerror or str(err)
-    disk = next(p for p in [path.absolute(), *path.absolute().parents] if os.path.ismount(p))
-    return f"{FULL[err.errno]} on the disk at {disk} ({free_space(disk)} free)"
-
-
-def free_space(folder: Path) -> str:
-    """The free space of the disk holding ``folder``, in words ("512 bytes", "3.4 MB")."""
-    size = float(shutil.disk_usage(folder).free)
-    units = ["bytes", "KB", "MB", "GB", "TB"]
-    while size >= 1024 and len(units) > 1:
-        size /= 1024
-        units.pop(0)
-    return f"{size:.0f} bytes" if units[0] == "bytes" else f"{size:.1f} {units[0]}"
-
-
 def write_bytes(path: Path | str, data: bytes) -> Path:
     return atomic_write(path, lambda p: p.write_bytes(data))
 
 
 def write_text(path: Path | str, text: str) -> Path:
     return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
-
-
-def csv_text(frame: Any) -> str:
-    """A DataFrame as CSV with every text value quoted (numbers and booleans bare), so that a
-    reader that honours quotes keeps "0026" as text; attnlab's own readers also read text
-    columns with ``dtype=str`` (pandas infers types through quotes). Booleans are quoted
-    too: a quote-honouring reader would take a bare ``False`` for a number."""
-    flags = {c: frame[c].map(str) for c in frame.columns if frame[c].dtype == bool}
-    return frame.assign(**flags).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
-
-
-def csv_rows(header: list[str], rows: list[list[str]]) -> str:
-    """A CSV of text rows (labels.csv), quoted only where a value needs it: an exchange
-    format that other tools, and a shell's ``tr ',' '\\t'``, read as plain ``name,label``
-    lines; labels stay text for attnlab's own reader (the csv module)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buf.getvalue()
 
 
 def write_json(path: Path | str, data: Any) -> Path:
@@ -230,35 +194,75 @@ def remove_orphans(folder: Path | str) -> list[Path]:
 def atomic_dir(final: Path | str, write: Callable[[Path], None]) -> Path:
     """A folder written whole or not at all: ``write(folder)`` fills ``.<name>.partial``
     beside ``final``, which then replaces ``final`` (an earlier one is replaced whole: at
-    every instant the old folder or the new one is whole, see ``_swap_in``). What a killed
-    writer left beside it is settled first (``settle_dirs``; callers hold the run's lock)."""
+    every instant the old folder or the new one is whole, see ``_swap_in``). The writer
+    holds that folder's lock (``attnlab.folder_lock``) until it is in place, so a sibling
+    call settles what killed writers left beside it (``settle_dirs``) and never a live
+    writer's folder; another live writer of the same name is one WriteError."""
     final = Path(final)
     if final.is_symlink() or (final.exists() and not final.is_dir()):
         raise WriteError(f"cannot write {final}: it is not a folder")
     work = final.parent / f".{final.name}{PARTIAL}"
+    fd = claimed = None
     try:
-        settle_dirs(final.parent)
-        work.mkdir(parents=True)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with folder_lock.held(final.parent):
+            _settle(final.parent)
+            fd = _claim(work, final)
+            claimed = True
         write(work)
         crash_point("dir:written")
+        if not folder_lock.same(fd, work):
+            raise OSError(errno.ENOENT, "removed by another process while it was written")
         _swap_in(work, final)
     except OSError as err:
-        shutil.rmtree(work, ignore_errors=True)
-        raise WriteError(f"cannot write {final}: {err.strerror or err}") from err
+        _drop(work, fd, claimed)
+        raise WriteError(f"cannot write {final}: {os_reason(err, final)}") from err
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        _drop(work, fd, claimed)
         raise
+    finally:
+        folder_lock.release(fd)
     return final
+
+
+def _claim(work: Path, final: Path) -> int | None:
+    """Make ``work`` (settled: no unheld one is left) and lock it; one that a live writer of
+    the same name holds is a WriteError, and is left alone."""
+    try:
+        work.mkdir()
+    except FileExistsError:
+        try:
+            folder_lock.release(folder_lock.try_lock(work))
+        except BlockingIOError:
+            why = f"another process is writing it ({work})"
+        else:
+            why = f"{work} is in the way and could not be removed"
+        raise WriteError(f"cannot write {final}: {why}") from None
+    return folder_lock.try_lock(work)
+
+
+def _drop(work: Path, fd: int | None, claimed: bool | None) -> None:
+    """Remove the unfinished ``work`` when it is still the folder this writer made."""
+    if claimed and folder_lock.same(fd, work):
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def settle_dirs(folder: Path | str) -> list[Path]:
     """Settle what killed ``atomic_dir`` writers left in ``folder``: a folder set aside
     (``.<name>.aside``) goes back to ``<name>`` when no ``<name>`` arrived (it is the only
     whole copy) and is removed when one did; partial folders (``.<name>.partial``, never
-    the only whole copy) are removed. Returns the folders put back."""
+    the only whole copy) that no live writer holds are removed. A live writer's folders are
+    left alone: its work folder is locked, and its swap holds ``folder`` (``_swap_in``).
+    Returns the folders put back."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
+    with folder_lock.held(folder):
+        return _settle(folder)
+
+
+def _settle(folder: Path) -> list[Path]:
+    """``settle_dirs``, with ``folder`` held by the caller."""
     back = []
     for aside in sorted(p for p in folder.glob(f".*{ASIDE}") if p.is_dir()):
         final = folder / aside.name.removeprefix(".").removesuffix(ASIDE)
@@ -269,26 +273,49 @@ def settle_dirs(folder: Path | str) -> list[Path]:
             back.append(final)
     if back:
         fsync_dir(folder)
-    for orphan in folder.glob(f".*{PARTIAL}"):
-        shutil.rmtree(orphan, ignore_errors=True)
+    for orphan in sorted(folder.glob(f".*{PARTIAL}")):
+        if orphan.is_dir() and not orphan.is_symlink():
+            _remove_unheld(orphan)
     return back
 
 
+def _remove_unheld(folder: Path) -> None:
+    """Remove ``folder`` unless a live writer holds it."""
+    try:
+        fd = folder_lock.try_lock(folder)
+    except BlockingIOError:
+        return  # a live writer's
+    except OSError:
+        fd = None  # cannot be opened: removed as before locks, if it can be
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        folder_lock.release(fd)
+
+
 def _swap_in(work: Path, final: Path) -> None:
-    """Put the finished folder ``work`` at ``final``. An old ``final`` is swapped with
-    ``work`` in one step where the OS can (it is then removed under ``work``'s name), else
-    renamed aside first (``.<name>.aside``), ``work`` renamed into place, and the aside
-    folder removed; a crash between leaves a whole copy that ``settle_dirs`` keeps."""
+    """Put the finished folder ``work`` at ``final``, with ``final``'s parent held (no
+    settle sees the swap halfway). An old ``final`` is swapped with ``work`` in one step
+    where the OS can, else renamed aside first (``.<name>.aside``) and ``work`` renamed into
+    place; a crash between leaves a whole copy that ``settle_dirs`` keeps. The old folder
+    is then renamed to a name being removed and removed, the parent no longer held."""
+    with folder_lock.held(final.parent):
+        old = _place(work, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)  # or the next call's settle
+
+
+def _place(work: Path, final: Path) -> Path | None:
+    """``_swap_in``'s renames; returns the old folder, renamed to be removed."""
     if not final.exists():
         work.rename(final)
         crash_point("dir:placed")
         fsync_dir(final.parent)
-        return
+        return None
     if _exchange(work, final):
         crash_point("dir:exchanged")
         fsync_dir(final.parent)
-        shutil.rmtree(work, ignore_errors=True)  # the old folder; or the next call's sweep
-        return
+        return _doomed(work, final)
     aside = final.parent / f".{final.name}{ASIDE}"
     final.rename(aside)  # settle_dirs left no aside folder of this name
     crash_point("dir:aside")
@@ -299,17 +326,23 @@ def _swap_in(work: Path, final: Path) -> None:
         raise
     crash_point("dir:placed")
     fsync_dir(final.parent)
-    _discard(aside)
+    return _doomed(aside, final)
+
+
+def _doomed(old: Path, final: Path) -> Path:
+    """Rename ``old`` (the folder ``final`` replaced) to ``.<name>.aside.partial``, a name
+    being removed: a folder named ``.<name>.aside`` is always whole."""
+    doomed = final.parent / f".{final.name}{ASIDE}{PARTIAL}"
+    shutil.rmtree(doomed, ignore_errors=True)
+    old.rename(doomed)
+    crash_point("dir:discarding")
+    return doomed
 
 
 def _discard(aside: Path) -> None:
-    """Remove a set-aside folder whose replacement is in place: first renamed to a partial
-    name, so that a folder named ``.<name>.aside`` is always whole."""
-    doomed = aside.with_name(aside.name + PARTIAL)
-    shutil.rmtree(doomed, ignore_errors=True)
-    aside.rename(doomed)
-    crash_point("dir:discarding")
-    shutil.rmtree(doomed, ignore_errors=True)
+    """Remove a set-aside folder whose replacement is in place."""
+    final = aside.with_name(aside.name.removesuffix(ASIDE).removeprefix("."))
+    shutil.rmtree(_doomed(aside, final), ignore_errors=True)
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h

@@ -5,6 +5,7 @@ FLOPs counted, ratios to the measured peak)."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -120,8 +121,16 @@ def test_folder_section(tmp_path):
 
 
 def test_explorer_size_builds_a_page(tmp_path):
+    """And writes it whole (attnlab.io): an earlier page is replaced in one rename (a link
+    to it keeps its bytes), and no temporary file is left beside the page."""
+    earlier = tmp_path / "index_1.html"
+    earlier.write_text("earlier page")
+    os.link(earlier, tmp_path / "kept.html")
     page = explorer_size.build(tmp_path, 1, compose(TINY).data)
+    assert page == earlier
     assert page.stat().st_size > 10_000 and "ex-view" in page.read_text()
+    assert (tmp_path / "kept.html").read_text() == "earlier page"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")

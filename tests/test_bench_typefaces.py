@@ -1,6 +1,8 @@
 """The held-out typeface benchmark (attnlab.bench.typefaces): its test strips, and one tiny
 benchmark run end to end."""
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,7 @@ import pytest
 from attnlab.bench import typefaces
 from attnlab.config import DataConfig
 from attnlab.data.recorded import folder_strips
+from attnlab.errors import UserError
 
 
 @pytest.mark.parametrize("family", list(typefaces.FAMILIES))
@@ -52,3 +55,20 @@ def test_several_trainings_per_family_are_read_on_the_same_strips(tmp_path, caps
     printed = capsys.readouterr().out
     assert "mean % (min - max)" in printed and "2 trainings per family, seeds [0, 1]" in printed
     assert len([line for line in printed.splitlines() if line.startswith("overall")]) == 2
+
+
+def test_the_figures_file_is_written_whole(tmp_path):
+    """--json goes through attnlab.io (whole or not at all): its folder is made, an earlier
+    file is replaced in one rename (a link to it keeps its bytes), no temporary file is left,
+    and a folder in its way is one line. No family: no training, the figures file alone."""
+    out = tmp_path / "figures" / "r.json"
+    args = ["--families", ",", "--out", str(tmp_path / "bench"), "--json", str(out)]
+    first = typefaces.main(args)  # figures/ not there yet
+    assert json.loads(out.read_text()) == first
+    os.link(out, tmp_path / "kept.json")
+    report = typefaces.main([*args, "--steps", "7"])
+    assert json.loads(out.read_text()) == report and report["steps"] == 7
+    assert json.loads((tmp_path / "kept.json").read_text())["steps"] != 7
+    assert sorted(os.listdir(out.parent)) == ["r.json"]
+    with pytest.raises(UserError, match="is a directory"):
+        typefaces.main([*args[:-1], str(tmp_path / "figures")])

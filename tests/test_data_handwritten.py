@@ -313,7 +313,9 @@ def test_held_out_groups_of_npz_strips_share_no_sample_with_training(folders, tm
 
 BAD = {
     "missing": (None, "no such file"),
+    "a folder": ("folder", ": not a file"),
     "not npz": ("text", "not a NumPy .npz file of arrays"),
+    "npy": ("npy", "not a NumPy .npz file of arrays"),
     "no labels": ({"labels": None}, "no labels array (it holds images); want images (N, 28, 28)"),
     "no arrays": ({"labels": None, "images": None}, "no images or labels array (it holds nothing)"),
     "float images": ({"images": np.zeros((50, 28, 28))}, "images is float64 (50, 28, 28); want"),
@@ -333,6 +335,11 @@ def test_a_bad_npz_is_one_line_with_status_2(script, tmp_path, capsys, case):
     npz = tmp_path / "digits.npz"
     if content == "text":
         npz.write_text("images,labels\n")
+    elif content == "folder":
+        npz.mkdir()
+    elif content == "npy":
+        with open(npz, "wb") as f:
+            np.save(f, np.zeros((50, 28, 28), np.uint8))
     elif content is not None:
         _fake_npz(npz, **content)
     out = tmp_path / "hw"
@@ -352,6 +359,9 @@ def test_npz_options_that_do_not_fit_are_refused(script, tmp_path, capsys):
     assert script.main([str(out), "--npz", str(npz), "--images", "test", "--groups", "2",
                         "--group-by", "block"]) == 2  # fmt: skip
     assert "--group-by block: an npz file's samples are in label order" in capsys.readouterr().err
+    long = ["--images", "test", "--lengths", "10-11"]  # the tiny file's test pool: 10 samples
+    assert script.main([str(out), "--npz", str(npz), *long]) == 2
+    assert "--lengths: 10 samples in the pool, fewer than the 11 digits" in capsys.readouterr().err
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     assert script.main([str(out), "--npz", str(npz), "--images", "test"]) == 2

@@ -117,7 +117,7 @@ def test_a_held_out_set_an_ancestor_trained_on_is_refused_through_the_chain(chai
     fresh = plain_folder(tmp_path / "fresh", 12, seed=21)
     assert not set(_keys(fresh).values()) & set().union(*_trained(chain).values())
     ok = _fine_tune(tmp_path / "ok", chain["pc"], chain["D"], f"data.val_path={fresh}")
-    assert len(ok.started_from["trained_on"]) == 4  # D's record, then C's, B's and A's
+    assert len(ok.state.started_from["trained_on"]) == 4  # D's record, then C's, B's and A's
 
 
 def test_a_group_an_ancestor_trained_on_is_refused_through_the_chain(chain, tmp_path):

@@ -158,7 +158,7 @@ def test_fine_tuning_refuses_held_out_strips_its_source_trained_on(plain_runs, t
     assert "\n" not in msg and f"{involved} of this run's 12 held-out strips" in msg
     # held out what the source never trained on: accepted
     ok = _fine_tune(tmp_path / "ok", runs["plain"], source, f"data.val_path={runs['val']}")
-    assert ok.started_from is not None
+    assert ok.state.started_from is not None
 
 
 def test_fine_tuning_refuses_held_out_groups_its_source_trained_on(grouped_run, tmp_path):

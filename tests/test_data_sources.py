@@ -222,7 +222,7 @@ def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_p
     before = torch.load(src / "checkpoints" / "best.pt", weights_only=True)["model"]
     args = ("data=folder", f"data.path={fifty['folder']}", "data.charset=0123456789AB")
     tuned = Trainer(tiny_config("attention", *args, f"init_from={src}"), RunDir(tmp_path / "t"))
-    fresh = set(tuned.started_from["mapped_by_character"])
+    fresh = set(tuned.state.started_from["mapped_by_character"])
     after = tuned.model.state_dict()
     # The layers sized by the vocabulary (13 -> 15 tokens; the CTC head's classes when it has
     # one), no other, are mapped by character: the output layer and the token embedding; the
@@ -230,7 +230,8 @@ def test_fine_tuning_on_another_charset_maps_the_output_layer_by_character(tmp_p
     aux = {k for k in after if k.startswith("ctc_head.")}
     assert fresh == {"out.weight", "out.bias", "embed.weight"} | aux
     assert (
-        tuned.started_from["reinitialised"] == [] and tuned.started_from["new_characters"] == "AB"
+        tuned.state.started_from["reinitialised"] == []
+        and tuned.state.started_from["new_characters"] == "AB"
     )
     for key, value in after.items():
         if key not in fresh:

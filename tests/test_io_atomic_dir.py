@@ -1,11 +1,13 @@
 """attnlab.io.atomic_dir: a folder is replaced whole. A writer killed (SIGKILL, in a real
 subprocess) at any step of the replacement leaves the old folder or the new one whole, and
-the next call keeps it at the final path (issue 57, item 11)."""
+the next call keeps it at the final path (issue 57, item 11). A live writer's folders are
+left alone by a call beside it, a killed writer's are settled by it (item 1)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -177,3 +179,158 @@ def test_a_file_in_the_way_is_one_clear_error_and_is_left_alone(tmp_path):
         aio.atomic_dir(final, lambda work: fill(work, NEW))
     assert final.read_text() == "a note"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# ----------------------------------------------------------------- live writers beside (#1)
+
+# A writer that writes first.txt, says so, waits for a line on stdin (the test acts
+# meanwhile: the writer is alive and mid-write), then writes second.txt and puts its
+# folder at argv[1]; argv[2] == "aside" as in WRITER.
+PAUSED = """
+import sys
+from pathlib import Path
+import attnlab.io as aio
+if sys.argv[2] == "aside":
+    aio._exchange = lambda a, b: False
+def write(work):
+    (work / "first.txt").write_text("1")
+    print("first", flush=True)
+    sys.stdin.readline()
+    (work / "second.txt").write_text("2")
+aio.atomic_dir(Path(sys.argv[1]), write)
+"""
+WHOLE = {"first.txt": "1", "second.txt": "2"}
+
+
+def paused_writer(final: Path, mode: str = "swap") -> subprocess.Popen:
+    """A writer process stopped midway through filling its folder (see PAUSED)."""
+    env = {k: v for k, v in os.environ.items() if k not in (aio.CRASH_AT, aio.STOP_AT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PAUSED, str(final), mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout.readline() == "first\n"
+    assert tree(final.parent / f".{final.name}{aio.PARTIAL}") == {"first.txt": "1"}
+    return proc
+
+
+def resume(proc: subprocess.Popen) -> int:
+    proc.stdin.write("go\n")
+    proc.stdin.close()
+    return proc.wait(timeout=60)
+
+
+def beside_sibling(tmp_path: Path) -> None:
+    aio.atomic_dir(tmp_path / "other", lambda work: fill(work, THIRD))
+
+
+def beside_settle(tmp_path: Path) -> None:
+    assert aio.settle_dirs(tmp_path) == []
+
+
+def beside_process(tmp_path: Path) -> None:  # another process's atomic_dir
+    assert run_writer(tmp_path / "other", "swap", None) == 0
+
+
+def beside_same_name(tmp_path: Path) -> None:
+    with pytest.raises(aio.WriteError, match="another process is writing it"):
+        aio.atomic_dir(tmp_path / "out", lambda work: fill(work, THIRD))
+
+
+BESIDE = [beside_sibling, beside_settle, beside_process, beside_same_name]
+
+
+@pytest.mark.parametrize("mode", ["swap", "aside"])
+@pytest.mark.parametrize("beside", BESIDE, ids=lambda f: f.__name__)
+def test_a_live_writers_folder_is_left_alone_by_a_call_beside_it(tmp_path, mode, beside):
+    """Writer A, alive and midway (first.txt written), and meanwhile an atomic_dir of
+    another name in the same parent (here, or in another process), a bare settle, or one of
+    A's own name (refused in one line): A's folder is left alone, and once A goes on it puts
+    its whole folder (first.txt and second.txt) in place of the old one."""
+    final = tmp_path / "out"
+    fill(final, OLD)
+    proc = paused_writer(final, mode)
+    try:
+        beside(tmp_path)
+        assert tree(tmp_path / f".out{aio.PARTIAL}") == {"first.txt": "1"}
+        assert tree(final) == OLD
+    finally:
+        code = resume(proc)
+    assert code == 0
+    assert tree(final) == WHOLE
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        {"out"} | ({"other"} if beside in (beside_sibling, beside_process) else set())
+    )
+
+
+def test_a_killed_writers_folder_is_removed_by_the_next_call_beside_it(tmp_path):
+    """A writer killed midway holds nothing (the kernel drops its lock): its half-filled
+    folder is a leftover, removed by the next call in the same parent."""
+    final = tmp_path / "out"
+    fill(final, OLD)
+    proc = paused_writer(final)
+    proc.kill()
+    assert proc.wait(timeout=60) == -9
+    beside_sibling(tmp_path)
+    assert tree(final) == OLD and tree(tmp_path / "other") == THIRD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out"]
+    aio.atomic_dir(final, lambda work: fill(work, NEW))  # and its own name is free again
+    assert tree(final) == NEW
+
+
+def stopped_at(final: Path, step: str) -> subprocess.Popen:
+    """A WRITER of NEW in "aside" mode, stopped (SIGSTOP) at ``step`` of its swap."""
+    env = {k: v for k, v in os.environ.items() if k != aio.CRASH_AT}
+    env[aio.STOP_AT] = step
+    cmd = [sys.executable, "-c", WRITER, str(final), "aside", json.dumps(NEW)]
+    proc = subprocess.Popen(cmd, env=env)
+    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), f"the writer ended ({status}) before {step}"
+    return proc
+
+
+@pytest.mark.parametrize("step", ["dir:aside", "dir:placed"])
+def test_a_folder_set_aside_by_a_live_writer_is_left_to_it(tmp_path, step):
+    """Where the OS cannot swap, a writer sets the old folder aside, then moves its own in.
+    A call beside it meanwhile waits for that swap to end rather than put the aside folder
+    back (or remove it) under the writer: the writer's folder is the one in place."""
+    final = tmp_path / "out"
+    fill(final, OLD)
+    proc = stopped_at(final, step)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def sibling() -> None:
+        try:
+            beside_sibling(tmp_path)
+        except BaseException as err:  # reported below
+            errors.append(err)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=sibling, daemon=True)
+    try:
+        thread.start()
+        assert not done.wait(0.5)  # waiting for the stopped writer's swap
+        assert (tmp_path / f".out{aio.ASIDE}").is_dir()
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert proc.wait(timeout=60) == 0
+    assert done.wait(60) and not errors
+    assert tree(final) == NEW and tree(tmp_path / "other") == THIRD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out"]
+
+
+def test_a_folder_written_inside_a_folder_being_written_does_not_wait_for_itself(tmp_path):
+    final = tmp_path / "out"
+
+    def write(work: Path) -> None:
+        fill(work, {"a.txt": "a"})
+        aio.atomic_dir(work / "sub", lambda inner: fill(inner, {"b.txt": "b"}))
+
+    aio.atomic_dir(final, write)
+    assert tree(final) == {"a.txt": "a", "sub/b.txt": "b"}
+    assert sorted(p.name for p in final.iterdir()) == ["a.txt", "sub"]

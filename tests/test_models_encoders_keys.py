@@ -72,7 +72,7 @@ def test_the_cli_refuses_another_encoder_s_key_in_one_line(
 ):
     run = tmp_path / "r"
     res = attnlab_cli("train", *TINY, *args, f"hydra.run.dir={run}", cwd=tmp_path)
-    one_line_error(res, key, f"encoder={reader}")
+    one_line_error(res, key, reader)
     assert not run.exists() or not any(run.iterdir())
 
 
@@ -89,7 +89,7 @@ def test_a_sweep_refuses_another_encoder_s_key_before_its_first_job(attnlab_cli,
 def test_presets_and_readers_that_size_every_encoder_still_compose(name):
     """preset=tiny sets the sizes of every encoder, model=crnn its conv_channels: neither is
     the user's, so neither is refused; the chosen encoder's own keys are accepted."""
-    for reader in registry.names():
+    for reader in ("attention", "crnn"):  # the lab's, and the reader with its own sizes
         check_experiment(compose(["preset=tiny", f"model={reader}", f"encoder={name}"]))
     own = [f"model.{k}={_default(k)}" for k in encoders.get(name).keys]
     check_experiment(compose(["preset=tiny", f"encoder={name}", *own]))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY
+from helpers.runs import history_cells
 
 ATTENTION = [*TINY, "model=attention"]  # the session's trained["attention"] run
 
@@ -75,7 +76,7 @@ def same_run(a: Path, b: Path) -> None:
     wa, wb = (torch.load(r / "checkpoints" / "last.pt", weights_only=True) for r in (a, b))
     for key, value in wa["model"].items():
         assert torch.equal(value, wb["model"][key]), key
-    assert (a / "history.csv").read_text() == (b / "history.csv").read_text()
+    assert history_cells(a) == history_cells(b)  # train_seconds follows the clock
 
 
 # --- item 7: a command that computes another run is refused; the record stays ----------------
@@ -117,7 +118,7 @@ def test_the_refusal_names_the_key_and_only_declared_keys_may_change():
         check_same_config({**saved, "init_from": None}, {**saved, "init_from": "src"}, Path("x"))
     # one declared list: what the report ignores is the seed and these keys
     assert variants.IGNORED_KEYS == ("seed", *NEUTRAL_KEYS)
-    assert set(RESUMABLE) - set(NEUTRAL_KEYS) == {"train.steps", "train.patience"}
+    assert set(RESUMABLE) - set(NEUTRAL_KEYS) == {"train.steps", "train.patience", "train.minutes"}
 
 
 @pytest.mark.slow

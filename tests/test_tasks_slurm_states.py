@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from hydra.core.utils import JobStatus
-from hydra_plugins.attnlab_slurm import launcher as slurm
 from submitit import SlurmJob
 from submitit.core.utils import UncompletedJobError
+
+from hydra_plugins.attnlab_slurm import launcher as slurm
 
 # `squeue --noheader --array --states=all --format=%i|%T|%N` as slurm-wlm 22.05 printed it
 # for an array of three (one running, one done, one pending), a plain job cancelled, and a
@@ -127,9 +128,7 @@ def test_squeue_failing_keeps_the_states_and_is_said_once(scheduler, caplog):
     assert states.get("77_0") == slurm.GONE
 
 
-def test_the_wait_ends_for_jobs_that_died_and_takes_the_others_results(
-    scheduler, tmp_path, caplog
-):
+def test_the_wait_ends_for_jobs_that_died_and_takes_the_others_results(scheduler, tmp_path, caplog):
     """Three jobs: one with its result, one squeue says failed and one squeue forgot, both
     without a result. The wait ends (it ended only with the result files before), the two
     become failed JobReturns naming their state, and sacct is never asked."""
@@ -151,11 +150,14 @@ def test_the_wait_ends_for_jobs_that_died_and_takes_the_others_results(
         returns = [slurm.job_return(j, [f"seed={k}"], without.get(j.job_id))
                    for k, j in enumerate((done, failed, gone))]  # fmt: skip
     assert returns[0] == "the result"
+    errors = []
     for ret, state in zip(returns[1:], ("OUT_OF_MEMORY", slurm.GONE), strict=True):
         assert ret.status == JobStatus.FAILED
-        assert isinstance(ret._return_value, UncompletedJobError)
-        assert f"(state: {state})" in str(ret._return_value)
-    assert "oom_kill event" in str(returns[1]._return_value)  # the job's error stream
+        with pytest.raises(UncompletedJobError, match=rf"\(state: {state}\)") as raised:
+            _ = ret.return_value  # what Hydra raises once every job has ended
+        errors.append(str(raised.value))
+    assert "oom_kill event" in errors[0]  # the job's error stream
+    assert f"Check: {gone.paths.stdout}" in errors[1]  # none: where its output would be
     assert returns[2].overrides == ["seed=2"]
     said = [r.getMessage() for r in caplog.records]
     assert f"job 77_1 ended without a result (state OUT_OF_MEMORY); submitit's logs: " \

@@ -42,6 +42,8 @@ def error_line(res) -> str:
         (["model=fixed"], "name two or more"),
         (["tune.trails=3"], "config: Could not override 'tune.trails'"),  # a misspelt key
         (["hydra/sweeper=optuna"], "sets the sweeper itself (tune.sampler, tune.trials)"),
+        (["tune.minutes=0"], "tune.minutes=0.0: must be a number of minutes > 0"),
+        (["tune.minutes=1", "train.minutes=2"], "tune.minutes=1 and train.minutes=2: tune.minu"),
     ],
 )
 def test_what_cannot_be_studied_fairly_is_refused_in_one_line(attnlab_run, tmp_path, args, said):
@@ -66,6 +68,65 @@ def test_the_trials_budget_and_the_re_runs_seeds_are_their_own():
     again = rerun_args(p, "fixed", best)
     assert "train.steps=9" in again and "optim.lr=0.003" in again
     assert [a for a in again if a.startswith("seed=")] == ["seed=1,2"]  # not the trials' 7
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["tune.minutes=-1"], "tune.minutes=-1.0: must be a number of minutes > 0"),
+        (["tune.minutes=nan"], "tune.minutes=nan: must be a number of minutes > 0"),
+        (["tune.minutes=inf"], "tune.minutes=inf: must be a number of minutes > 0"),
+        (["tune.minutes=1e9"], "tune.minutes=1000000000.0: must be a number of minutes > 0"),
+        (["tune.minutes=abc"], "config: Error merging override tune.minutes=abc"),
+        (["train.minutes=1,2"], "train.minutes=1,2: a budget in minutes is the same for every"),
+        (["train.minutes=choice(1,2)"], "a budget in minutes is the same for every trial"),
+    ],
+)
+def test_a_budget_in_minutes_that_cannot_be_given_is_refused_in_one_line(args, said):
+    from attnlab.errors import UserError
+    from attnlab.tasks.tuned import plan
+
+    with pytest.raises(UserError) as err:
+        plan(["model=fixed,attention", "preset=tiny", AXES[0], *args])
+    assert said in str(err.value) and "\n" not in str(err.value)
+
+
+def test_tune_minutes_is_every_trials_and_every_re_runs_budget():
+    from attnlab.tasks import tuned_record
+    from attnlab.tasks.tuned import plan, rerun_args, study_args
+
+    base = ["model=fixed,attention", "preset=tiny", "train.steps=100000", AXES[0]]
+    p = plan([*base, "tune.minutes=0.5"])
+    best = {"overrides": ["optim.lr=0.003"]}
+    assert "train.minutes=0.5" in study_args(p, "fixed") and "train.steps=100000" in study_args(
+        p, "fixed"
+    )
+    again = rerun_args(p, "fixed", best)
+    assert "train.minutes=0.5" in again  # the winners' re-runs: the same minutes,
+    assert "hydra/launcher=basic" in again  # one at a time as the trials (not sharing the CPU)
+    named = rerun_args(plan([*base, "tune.minutes=0.5", "hydra/launcher=parallel"]), "fixed", best)
+    assert "hydra/launcher=parallel" in named and "hydra/launcher=basic" not in named
+    steps_only = plan(base)
+    assert steps_only.minutes is None and "hydra/launcher=basic" not in rerun_args(
+        steps_only, "fixed", best
+    )
+    assert not any(a.startswith("train.minutes=") for a in study_args(steps_only, "fixed"))
+    # tuned.json records the minutes; a study asked with others is another study
+    asked = tuned_record.settings(p)
+    assert asked["minutes"] == 0.5
+    assert tuned_record.differences({**asked, "minutes": 0.5}, asked) == []
+    assert tuned_record.differences({**asked, "minutes": 1}, asked) == [
+        "minutes per trial and re-run (tune.minutes) 1 there, 0.5 here"
+    ]
+    older = {k: v for k, v in asked.items() if k != "minutes"}  # a study of steps, from before
+    assert tuned_record.differences(older, asked) == [
+        "minutes per trial and re-run (tune.minutes) null there, 0.5 here"
+    ]
+    assert tuned_record.differences(older, tuned_record.settings(steps_only)) == []
+    # a train.minutes of the command's own (no tune.minutes) is the budget recorded
+    plain = plan([*base, "train.minutes=0.5"])
+    assert plain.minutes == 0.5 and "train.minutes=0.5" in rerun_args(plain, "fixed", best)
+    assert tuned_record.settings(plain)["minutes"] == 0.5
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +319,7 @@ def test_a_reader_without_any_axis_and_a_plain_sweep_folder_are_refused(attnlab_
     "change, said",
     [
         (["tune.steps=3"], "tune.steps null there, 3 here; steps per trial 6 there, 3 here"),
+        (["tune.minutes=0.5"], "minutes per trial and re-run (tune.minutes) null there, 0.5 here"),
         (
             ["model=fixed,attention,ctc"],
             "readers (model=) attention,fixed there, attention,ctc,fixed here",
@@ -384,3 +446,132 @@ def test_ctrl_c_prints_the_command_that_resumes_the_study(tmp_path, cli_env):
     line = next(ln for ln in out.splitlines() if "stopped (Ctrl-C); resume with:" in ln)
     assert line.endswith(f"hydra.sweep.dir={root}")
     assert "attnlab sweep tuned model=fixed,attention tune.trials=2" in line
+
+
+# --- equal minutes (issue #59): tune.minutes for every trial and re-run -----------------------
+
+MINUTES = 0.04  # 2.4 s of training a run: the numbers mean nothing, the budgets are tested
+BY_MINUTES = [*(a for a in BUDGET if not a.startswith(("train.steps=", "train.val_every="))),
+              "train.steps=100000", "train.val_every=10", f"tune.minutes={MINUTES}"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def minutes_study(tmp_path_factory, attnlab_run):
+    cwd = tmp_path_factory.mktemp("tuned_minutes")
+    root = cwd / "study"
+    res = attnlab_run(
+        "sweep", "tuned", "model=fixed,attention", "tune.trials=2", f"tune.seeds={SEEDS}",
+        *BY_MINUTES, AXES[0], f"hydra.sweep.dir={root}", cwd=cwd,
+    )  # fmt: skip
+    assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
+    report = attnlab_run("report", str(root), "--out", str(cwd / "report"), cwd=cwd)
+    assert report.returncode == 0, report.stderr[-3000:]
+    return res, root, report, cwd / "report"
+
+
+def _runs(root: Path, reader: str) -> dict[str, list[Path]]:
+    return {
+        "trials": [root / "study" / reader / d for d in trials(root, reader).dir],
+        "re-runs": sorted(p.parent for p in (root / "winners" / reader).glob("*/metrics.json")),
+    }
+
+
+@pytest.mark.slow
+def test_every_trial_and_re_run_trains_to_the_same_minutes(minutes_study):
+    res, root, _, _ = minutes_study
+    assert f"trials of {MINUTES:g} minutes or 100000 steps, whichever ends first" in res.stdout
+    assert json.loads((root / "tuned.json").read_text())["minutes"] == MINUTES
+    for reader in ("fixed", "attention"):
+        runs = _runs(root, reader)
+        assert len(runs["trials"]) == 2 and len(runs["re-runs"]) == SEEDS
+        for run in runs["trials"] + runs["re-runs"]:
+            assert config(run)["train"]["minutes"] == MINUTES
+            budget = json.loads((run / "metrics.json").read_text())["budget"]
+            assert budget["minutes"] == MINUTES and budget["ended_by"] == "minutes"
+            assert 0 < budget["steps_taken"] < 100000
+            # history.csv: the training seconds at each validation, in order, within the run's
+            h = pd.read_csv(run / "history.csv").dropna(subset=["val_exact_acc"])
+            seconds = h["train_seconds"].tolist()
+            assert len(seconds) >= 2 and seconds == sorted(seconds)
+            assert seconds[-1] <= 60 * (budget["minutes_spent"] + 1e-4)  # 4 places recorded
+        launched = yaml.safe_load((root / "winners" / reader / "multirun.yaml").read_text())
+        assert launched["hydra"]["launcher"]["_target_"].endswith("BasicLauncher")  # one at a time
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ([f"tune.minutes={2 * MINUTES:g}"], f"(tune.minutes) {MINUTES:g} there, {2 * MINUTES:g}"),
+        ([], f"minutes per trial and re-run (tune.minutes) {MINUTES:g} there, null here"),
+    ],
+)
+def test_a_second_study_with_other_minutes_is_refused(minutes_study, attnlab_run, change, said):
+    _, root, _, _ = minutes_study
+    before = (root / "tuned.json").read_bytes()
+    args = [a for a in BY_MINUTES if not a.startswith("tune.minutes=")] + change
+    res = attnlab_run(
+        "sweep", "tuned", "model=fixed,attention", "tune.trials=2", f"tune.seeds={SEEDS}",
+        *args, AXES[0], f"hydra.sweep.dir={root}", cwd=root.parent,
+    )  # fmt: skip
+    assert said in error_line(res)
+    assert (root / "tuned.json").read_bytes() == before
+
+
+def _budgets(runs: list[Path]) -> list[dict]:
+    return [json.loads((r / "metrics.json").read_text())["budget"] for r in runs]
+
+
+@pytest.mark.slow
+def test_the_report_states_the_budget_in_minutes_beside_the_steps(minutes_study):
+    import statistics
+
+    _, root, report, out = minutes_study
+    said = report.stdout
+    assert (
+        f"search space: {AXES[0]}; {MINUTES:g} minutes per trial (at most 100000 steps); "
+        "2 trials per reader"
+    ) in said
+    # What each reader's re-runs took in steps at those minutes, from their metrics.json
+    steps = {
+        r: statistics.median(b["steps_taken"] for b in _budgets(_runs(root, r)["re-runs"]))
+        for r in ("attention", "fixed")
+    }
+    line = next(ln for ln in said.splitlines() if "after equal tuning" in ln)
+    assert line.startswith(
+        f"attention − fixed after equal tuning at {MINUTES:g} minutes a run (attention "
+        f"{steps['attention']:.0f} steps, fixed {steps['fixed']:.0f}; exact-string accuracy, "
+        f"points, 95% paired interval, {SEEDS} seed pair(s)"
+    )
+    assert " at seen, " in line and line.endswith("unseen")
+    spent = next(ln for ln in said.splitlines() if ln.startswith("what they spent"))
+    trial_steps = sorted(b["steps_taken"] for b in _budgets(_runs(root, "fixed")["trials"]))
+    assert f"trials: fixed {statistics.median(trial_steps):.0f} [" in spent
+    assert "; re-runs: " in spent and " minutes" in spent
+    summary = (out / "summary.md").read_text()
+    assert f"({root}): {MINUTES:g} minutes per trial (at most 100000 steps)" in summary
+    assert line in summary
+    # the curves against minutes, with the budget said beside them
+    assert (out / "training_1_3_minutes.png").is_file()
+    assert f"trained to a budget in minutes (train.minutes={MINUTES:g})" in summary
+
+
+@pytest.mark.slow
+def test_equal_steps_and_equal_minutes_stand_side_by_side(study, minutes_study, attnlab_run):
+    _, steps_root, _, _ = study
+    _, minutes_root, _, _ = minutes_study
+    out = minutes_root.parent / "both"
+    res = attnlab_run(
+        "report", str(steps_root), str(minutes_root), "--out", str(out), cwd=out.parent
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [ln for ln in res.stdout.splitlines() if "after equal tuning" in ln]
+    assert len(lines) == 2
+    by_steps = next(ln for ln in lines if " at 6 steps a run (attention " in ln)
+    by_minutes = next(ln for ln in lines if f" at {MINUTES:g} minutes a run (attention " in ln)
+    summary = (out / "summary.md").read_text()
+    side = summary.split("## Equal tuning budgets side by side", 1)[1]
+    assert f"- {steps_root} (6 steps per trial): {by_steps}" in side
+    assert f"- {minutes_root} ({MINUTES:g} minutes per trial (at most 100000 steps)): " in side
+    assert by_minutes in side
+    assert 'id="tuned-side-by-side"' in (out / "index.html").read_text()

@@ -29,7 +29,7 @@ def test_train_writes_a_complete_run_directory(trained):
     assert ckpt["step"] == 30 and ckpt["config"]["model"]["name"] == "attention"
     assert {"model", "optimizer", "scheduler", "rng", "config"} <= set(ckpt)
     history = (run / "history.csv").read_text().splitlines()
-    assert history[0] == "step,loss,lr,val_exact_acc,val_cer" and len(history) > 6
+    assert history[0] == "step,loss,lr,val_exact_acc,val_cer,train_seconds" and len(history) > 6
 
 
 def test_a_killed_run_resumes_to_the_same_numbers(tmp_path, killed_and_resumed):

@@ -47,9 +47,10 @@ def test_the_average_follows_its_closed_form_and_copies_integer_buffers():
 
 @pytest.fixture(scope="module")
 def averaged(tmp_path_factory, attnlab_run):
-    """A tiny attention run with optim.ema and the one-cycle schedule."""
+    """A tiny attention run with optim.ema and the one-cycle schedule (rising over 9 steps:
+    the history's rows every 5 steps see it rise, then fall)."""
     tmp = tmp_path_factory.mktemp("averaged")
-    args = [*TINY, "optim.ema=0.9", "optim.schedule=onecycle"]
+    args = [*TINY, "optim.ema=0.9", "optim.schedule=onecycle", "optim.warmup_steps=9"]
     res = attnlab_run("train", *args, f"hydra.run.dir={tmp / 'run'}", cwd=tmp)
     assert res.returncode == 0, res.stderr
     return tmp / "run", args

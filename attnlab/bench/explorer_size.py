@@ -24,6 +24,7 @@ from attnlab.config import DataConfig
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.evaluation import explore
 from attnlab.evaluation.inference import Readings
+from attnlab.io import write_text
 from attnlab.report.discover import RunInfo
 from attnlab.report.explorer import explorer
 from attnlab.report.html import render_index
@@ -79,9 +80,7 @@ def build(root: Path, n: int, data: DataConfig | None = None) -> Path:
     page = render_index(
         [root / "runs"], runs, [], colours(r.reader_name for r in runs), [], explorer=explorer(runs)
     )
-    out = root / f"index_{n}.html"
-    out.write_text(page, encoding="utf-8")
-    return out
+    return write_text(root / f"index_{n}.html", page)  # whole or not at all
 
 
 def load_time(index: Path) -> tuple[float, float] | None:

@@ -29,7 +29,6 @@ before and after a change, ``--override KEY=VALUE``) are read on the very same s
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +38,7 @@ import pandas as pd
 
 from attnlab.config import TrainConfig
 from attnlab.data.fonts import REPORTLAB_FONTS
+from attnlab.io import write_json
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
 # family holds every default training font of its design, so that leaving it out leaves no
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
     }
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)  # whole or not at all
     return report
 
 

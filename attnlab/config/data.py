@@ -98,6 +98,10 @@ class DataConfig:
     # are inside a larger N's. The held-out share is drawn before, the same for every N.
     # None = the whole pool; N over the pool is refused.
     limit: int | None = None
+    # data=folder: a folder of strip images nobody labelled; self-training reads them with
+    # the reader trained on data.path and trains on the readings it is sure of, in rounds
+    # (attnlab.training.selftrain). None = none.
+    unlabelled: str | None = None
     charset: str = "0123456789"  # the characters a label may hold; the readers' vocabulary
 
     @staticmethod
@@ -194,6 +198,10 @@ class DataConfig:
             require(d.limit >= 1, "data.limit", d.limit, "must be >= 1 strips (null = all)")
             ok = d.source == "folder"
             require(ok, "data.limit", d.limit, "draws from labelled strips: needs data=folder")
+        if getattr(d, "unlabelled", None) is not None:
+            ok = d.source == "folder"
+            rule = "self-trains beside labelled strips: needs data=folder data.path=PATH"
+            require(ok, "data.unlabelled", d.unlabelled, rule)
         ok = not d.slant or d.source == "folder"
         rule = "leans real strips: needs data=folder (synthetic glyphs lean by data.shear)"
         require(ok, "data.slant", d.slant, rule)

@@ -42,6 +42,7 @@ ADDED_DEFAULTS = {
     "optim.schedule": '"cosine"',  # warm-up then cosine decay (attnlab.training.optim)
     "optim.ema": "0.0",  # the weights as trained, no average (attnlab.training.average)
     "train.minutes": "null",  # no budget in minutes (attnlab.training.budget)
+    "data.unlabelled": "null",  # no self-training (attnlab.training.selftrain)
 }
 
 # What a run asked again into its own directory may change (attnlab.runs.resume): the keys

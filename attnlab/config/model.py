@@ -126,7 +126,9 @@ def check_encoder_keys(m: Any, keys: Iterable[str]) -> None:
     One the chosen encoder does not read, but another does, is refused in one line naming
     the encoders that read it: it would change nothing."""
     backbone = backbone_of(m)
-    chosen = encoder_rules(backbone)
+    if backbone not in _RULES:  # an unknown encoder: ModelConfig.check names it
+        return
+    chosen = _RULES[backbone]
     for key in keys:
         others = [n for n in readers_of(key) if n != backbone]
         if others and key not in (*SHARED_KEYS, *chosen.keys):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab.config.rules import check_seed, require
+from attnlab.config.experiment import MAX_MINUTES
+from attnlab.config.rules import check_seed, finite, require
 
 SAMPLERS = ("random", "tpe")  # Optuna's samplers, as the Optuna sweeper's config group names them
 
@@ -23,6 +24,9 @@ class TuneConfig:
     sampler: str = "random"  # random (random search) | tpe (Optuna's TPE); the same for each
     sampler_seed: int = 0  # the sampler's seed, the same for every reader's study
     steps: int | None = None  # train.steps of each trial; null = the re-runs' budget
+    # train.minutes of each trial and of each re-run (wall time, validations included; with
+    # train.steps the ceiling): readers compared at equal time. null: steps only
+    minutes: float | None = None
 
     @classmethod
     def check(cls, t: Any, prefix: str = "tune") -> None:
@@ -43,6 +47,10 @@ class TuneConfig:
         )
         if t.steps is not None:
             require(t.steps >= 1, f"{prefix}.steps", t.steps, "must be >= 1")
+        minutes = getattr(t, "minutes", None)
+        ok = minutes is None or (finite(minutes) and 0 < minutes <= MAX_MINUTES)
+        rule = f"must be a number of minutes > 0 and <= {MAX_MINUTES} (a year), or null (off)"
+        require(ok, f"{prefix}.minutes", minutes, rule)
 
 
 @dataclass

@@ -133,7 +133,7 @@ def load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     checked: anything else is one UserError line naming the file and what is wrong."""
     where = f"--npz {path}"
     if not path.is_file():
-        raise UserError(f"{where}: no such file")
+        raise UserError(f"{where}: {'not a file' if path.exists() else 'no such file'}")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -267,6 +267,11 @@ def partition(
     consecutive samples (``by="block"``) or drawn from ``gen`` (``"random"``; with
     ``labels``, dealt digit by digit, so each group holds every digit alike); one group of
     all samples when ``groups`` is 0."""
+    if n < longest:
+        raise UserError(
+            f"--lengths: {n} samples in the pool, fewer than the {longest} digits of the "
+            f"longest strip (distinct samples); give shorter lengths"
+        )
     if groups <= 0:
         return [list(range(n))]
     if n // groups < longest:

@@ -20,7 +20,9 @@ from attnlab.data.dedup import CONTENT, KEYS, keyed_by
 
 # What a leak check needs of a run's record: its keys and groups (and, for a record of a
 # version without keys, its path and held-out ids)
+# (and data.unlabelled's strips: every one counts as trained on, attnlab.data.unlabelled)
 KEPT = ("path", "val_path", "held_out", "held_out_copies", "trained_keys", "trained_groups", KEYS)
+KEPT += ("unlabelled_keys",)
 
 
 def _trimmed(split: dict[str, Any], checkpoint: str) -> dict[str, Any]:
@@ -53,7 +55,7 @@ def trained_keys(data_split: dict[str, Any] | None, init_from: dict[str, Any] | 
     records = [r for r in lineage(data_split, init_from) if "trained_keys" in r]
     if not records:
         return None
-    keys = TrainedKeys(k for r in records for k in r["trained_keys"] or [])
+    keys = TrainedKeys(k for r in records for k in trained_in(r))
     keys.read = read_keys(records)
     return keys
 
@@ -62,3 +64,9 @@ def read_keys(records: list[dict[str, Any]]) -> bool:
     """Whether any of these training records holds keys of its strips as read (an older
     attnlab's ``dedup.image_key``), not content keys: a check then computes those too."""
     return any("trained_keys" in r and keyed_by(r) != CONTENT for r in records)
+
+
+def trained_in(record: dict[str, Any]) -> list[str]:
+    """The image keys one training record counts as trained on: its training strips' and
+    (data.unlabelled) every unlabelled strip's, pseudo-labelled or not."""
+    return list(record.get("trained_keys") or []) + list(record.get("unlabelled_keys") or [])

@@ -25,6 +25,7 @@ from typing import Any
 
 from attnlab.data.dedup import CONTENT, KEY, image_key, keyed_by, pairs_digest, split_digest
 from attnlab.data.folder import Warn, warn_stderr
+from attnlab.data.lineage import trained_in
 from attnlab.data.sources import (
     Source,
     StripCache,
@@ -124,7 +125,7 @@ def check_recorded(
     recorded = split.get("held_out_keys")
     if recorded is None:
         return  # a record of a version without keys: its ids were checked
-    trained = set(split.get("trained_keys") or []) | set(trained or ())
+    trained = set(trained_in(split)) | set(trained or ())  # data.unlabelled's strips too
     known = known if known is not None else [{k} for k in keys]
     leaked = [i for i, k in enumerate(known) if k & trained]
     if leaked:

@@ -163,6 +163,7 @@ class TrainingData:
     stream: Any  # next(), state(), load_state(): SourceStream, TrainStream or a caller's
     val_sets: dict[int, StripBatch]
     split: dict[str, Any] | None  # data=folder: source, held-out ids, counts; else None
+    unlabelled: Any = None  # data.unlabelled: the strips to self-train on (data.unlabelled.Pool)
 
 
 def _val_cache(d: Any, source: Source, cache: StripCache, dist: Distinct, split: Split):
@@ -217,7 +218,23 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
         f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
     )
     stream = SourceStream(cache.subset(drawn), cfg.train.batch_size, seed, d, synth, seen)
-    return TrainingData(stream, val_sets, record)
+    pool = _unlabelled(cfg, cache.keys, val_cache.keys, cache.subset(drawn), synth, seen)
+    record.update(pool.record() if pool is not None else {})
+    return TrainingData(stream, val_sets, record, pool)
+
+
+def _unlabelled(cfg: Any, labelled, held, train: StripCache, synth: StripSynth, seen):
+    """data.unlabelled: its strips (none a held-out strip's image; labelled ones left out),
+    and the streams of self-training's rounds, drawn as the labelled strips are."""
+    d = cfg.data
+    if not getattr(d, "unlabelled", None):
+        return None
+    from attnlab.data.unlabelled import read_pool
+
+    def make(strips: StripCache, seed: int) -> SourceStream:
+        return SourceStream(strips, cfg.train.batch_size, seed, d, synth, seen)
+
+    return read_pool(d, labelled, held, train, make, cfg.seed, log.warning)
 
 
 def _check_split(source: Source, split: Split, reader: Any, seen: list[int], skip: bool):
@@ -314,6 +331,8 @@ def split_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | No
         )
     if saved.get("val_path") != now["val_path"]:
         return f"it validated on data.val_path={saved.get('val_path')}, not {now['val_path']}"
+    if saved.get("unlabelled") != now.get("unlabelled"):  # data.unlabelled: other strips
+        return "its data.unlabelled strips differ from the ones it self-trained on"
     old, new = saved.get("fingerprint"), now["fingerprint"]
     if old is None:
         return None if saved.get("held_out") == now["held_out"] else "its held-out strips differ"

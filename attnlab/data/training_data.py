@@ -23,7 +23,9 @@ def training_data(
     seed = set_seed(cfg.seed, "train", 0)
     if cfg.data.source == "folder":
         got = folder_data(cfg, reader, seen, seed, synth)
-        return TrainingData(got.stream if stream is None else stream, got.val_sets, got.split)
+        return TrainingData(
+            got.stream if stream is None else stream, got.val_sets, got.split, got.unlabelled
+        )
     val_sets = {n: fixed_set(synth, "val", n, cfg.data.val_per_length) for n in seen}
     if stream is None:
         by_length = cfg.data.batch_by_length

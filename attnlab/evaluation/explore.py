@@ -20,16 +20,17 @@ import hashlib
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from PIL import Image
 
-from attnlab.data.strips import StripBatch
-from attnlab.evaluation.inference import Readings
 from attnlab.io import write_text
 from attnlab.runs.jsonfiles import RunFileError
+
+if TYPE_CHECKING:  # the report reads explore.json without torch (attnlab.report.explorer)
+    from attnlab.data.strips import StripBatch
+    from attnlab.evaluation.inference import Readings
 
 VERSION = 1
 WEIGHT_SCALE = 255  # a stored attention row sums to exactly this
@@ -85,6 +86,8 @@ def strip_digest(image: np.ndarray, truth: str) -> str:
 def step_confidences(reader, device, strips: StripBatch, texts: list[str]) -> np.ndarray | None:
     """(N, Lmax + 1) probability of each read digit and then EOS, or None when the reader
     cannot say (``digit_probs`` not implemented)."""
+    import torch
+
     try:
         with torch.no_grad():
             p = reader.digit_probs(strips.images.to(device), strips.widths.to(device), texts)

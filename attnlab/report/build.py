@@ -21,6 +21,7 @@ from attnlab.report import datacurve
 from attnlab.report import explorer as explorer_section
 from attnlab.report import swept as swept_section
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
+from attnlab.report.budgets import curve_notes, curves_markdown
 from attnlab.report.calibration import calibration
 from attnlab.report.choose import parse_choice, resolve
 from attnlab.report.compare import (
@@ -237,6 +238,7 @@ def _write(
             + objectives_markdown(best)
             + omitted_markdown(omitted)
             + costs.markdown()
+            + curves_markdown({s.train: s.curve_notes for s in sections})
             + tuned_markdown(tuned),
             compared,
             compare_notes,
@@ -310,6 +312,7 @@ def _sections(groups: list[TrainGroup], palette: dict, out_dir: Path) -> tuple[l
                 findings(group),
                 probes,
                 calibration(group),
+                curve_notes(group.runs),
             )
         )
     return sections, probe_rows

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 
 from attnlab.config import lengths_label, seen_lengths
 from attnlab.evaluation.metrics import KEYS, METRIC, TABLE_COLUMNS, TOTAL
+from attnlab.report.budgets import Spent, spent_of
 from attnlab.report.failures import recompute_failure_shares
 from attnlab.report.reader_styles import UNKNOWN
 from attnlab.runs import drawn
@@ -72,6 +73,8 @@ class RunInfo:
     eval_tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
     eval_meta: dict[str, EvalMeta] = field(default_factory=dict, repr=False, compare=False)
     history: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    # metrics.json: its budget (minutes, steps) and what it spent (report.budgets)
+    spent: Spent | None = field(default=None, compare=False)
     # Set by attnlab.report.variants.assign_variants: the variant this run is a seed of.
     variant: str = ""  # its label: the reader, then the keys swept within its reader
     variant_id: str = ""  # a hash of the config keys that count
@@ -241,6 +244,7 @@ def _read_metrics(run: RunDir, info: RunInfo) -> None:
         info.glyph_bank = metrics.drawn_by.get("glyph_bank")
     if info.reader is None and metrics.reader:
         info.reader = str(metrics.reader)
+    info.spent = spent_of(metrics)
 
 
 # A run with one of these problems is left out of every aggregate, not only the evaluation

@@ -24,6 +24,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from attnlab.evaluation.metrics import METRICS, TOTAL, Metric
 from attnlab.report.aggregate import TrainGroup, band_columns, band_words, seeds_text
+from attnlab.report.budgets import has_seconds
 from attnlab.report.variants import ordered_variants, styles, variant_colours
 
 SEEN_SHADE = {"color": "0.85", "alpha": 0.6}
@@ -252,20 +253,77 @@ def training_figure(group: TrainGroup, colours: Mapping[str, str]) -> Figure | N
     ax_acc.set_ylim(-2, 102)
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)
+    fig.suptitle(f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)")
+    _runs_legend(fig, style, shade)
+    return fig
+
+
+def _runs_legend(fig: Figure, style: dict, shade: Mapping[str, str]) -> None:
+    """The layout, then one legend entry per variant below it (one line per run drawn)."""
+    tight_layout(fig)
     order = ordered_variants(style)
     handles = [
         Line2D([], [], color=shade[v], ls=style[v][0], marker=style[v][1], ms=3) for v in order
     ]
-    fig.suptitle(f"Training curves · trained on lengths {group.train} · {len(runs)} run(s)")
-    tight_layout(fig)
     legend_below(fig, handles, order, title="variant (one line per run)")
+
+
+def minutes_figure(group: TrainGroup, colours: Mapping[str, str]) -> Figure | None:
+    """Validation accuracy against the training minutes at each validation (history.csv's
+    ``train_seconds``), one line per run that logs them; a dotted line at each budget in
+    minutes the runs were given. None when no run logs them."""
+    runs = [r for r in group.runs if has_seconds(r.history) and "val_exact_acc" in r.history]
+    if not runs:
+        return None
+    fig = Figure(figsize=(6.4, 3.8))
+    ax = fig.subplots()
+    labels = [r.variant or r.reader_name for r in runs]
+    style = styles(labels)
+    shade = variant_colours(labels, colours)
+    for run, label in zip(runs, labels, strict=True):
+        acc = run.history[["train_seconds", "val_exact_acc"]].dropna()
+        ax.plot(
+            acc["train_seconds"] / 60.0,
+            100 * acc["val_exact_acc"],
+            color=shade[label],
+            ls=style[label][0],
+            marker=style[label][1],
+            ms=3,
+            alpha=0.8,
+            lw=1.2,
+        )
+    given = sorted({r.spent.minutes for r in runs if r.spent and r.spent.minutes is not None})
+    for minutes in given:
+        ax.axvline(minutes, color="0.4", ls=":", lw=1)
+        where = {"xycoords": ("data", "axes fraction"), "textcoords": "offset points"}
+        ax.annotate(f"train.minutes={minutes:g}", (minutes, 1), xytext=(-3, -3), ha="right",
+                    va="top", fontsize=8, color="0.3", **where)  # fmt: skip
+    ax.set(
+        xlabel="training minutes (validations included)",
+        ylabel="validation exact accuracy (%)",
+        title="Validation accuracy against minutes",
+    )
+    ax.set_ylim(-2, 102)
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    fig.suptitle(
+        f"Validation accuracy against training minutes · trained on lengths {group.train} · "
+        f"{len(runs)} run(s)"
+    )
+    _runs_legend(fig, style, shade)
     return fig
 
 
 @plot("training")
 def training_plots(group: TrainGroup, colours: Mapping[str, str]) -> list[Plot]:
-    """Training loss and validation accuracy against step, one line per run."""
+    """Training loss and validation accuracy against step, one line per run; then
+    validation accuracy against minutes, for the runs that log their training seconds."""
+    plots = []
     fig = training_figure(group, colours)
-    if fig is None:
-        return []
-    return [Plot(file_name("training", group.train), fig.get_suptitle(), png_bytes(fig))]
+    if fig is not None:
+        plots.append(Plot(file_name("training", group.train), fig.get_suptitle(), png_bytes(fig)))
+    fig = minutes_figure(group, colours)
+    if fig is not None:
+        name = file_name("training", group.train, "minutes")
+        plots.append(Plot(name, fig.get_suptitle(), png_bytes(fig)))
+    return plots

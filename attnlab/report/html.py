@@ -38,6 +38,8 @@ class Section:
     findings: list[str]  # sentences generated from the numbers (report.findings)
     probes: ProbeSection | None = None  # what `attnlab probe` found (report.probes)
     calibration: list[ReaderCalibration] = field(default_factory=list)  # report.calibration
+    # beside the training curves: runs trained to a budget in minutes (report.budgets)
+    curve_notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

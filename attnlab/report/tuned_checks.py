@@ -8,7 +8,7 @@
   out an axis (a key it lacks), or had none left (its trials are one configuration);
 - the search: a best trial at the edge of a numeric axis (within 5% of its span), and
   trials still improving at their last validation (more steps may rank them otherwise);
-- the setup: the search space and the steps per trial.
+- the setup: the search space and the budget per trial (steps, or minutes).
 """
 
 from __future__ import annotations
@@ -173,9 +173,10 @@ def edge_lines(best: dict[str, dict], axes: list[str]) -> list[str]:
     return lines
 
 
-def improving_lines(trials: dict[str, Trials], objective: str, steps: int | None) -> list[str]:
+def improving_lines(trials: dict[str, Trials], objective: str, budget: str) -> list[str]:
     """Per reader, how many trials were still improving: their last validation their best
-    (the rule ``attnlab train`` says "still improving" by)."""
+    (the rule ``attnlab train`` says "still improving" by); ``budget``: each trial's, in
+    words ("6 steps per trial", "2 minutes per trial (at most 100000 steps)")."""
     from attnlab.training.validation import standing, watched
 
     _, column, _ = watched(objective)
@@ -195,10 +196,9 @@ def improving_lines(trials: dict[str, Trials], objective: str, steps: int | None
             now = standing(rows, objective, untrained=True)
             rising += now.validations >= 2 and now.since_best == 0
         if rising:
-            budget = f"{steps} steps" if steps else "its steps"
             lines.append(
                 f"{reader}: {rising} of its {len(t.dirs)} trials were still improving at their "
-                f"last validation: {budget} per trial may be too few to rank the settings"
+                f"last validation: {budget} may be too few to rank the settings"
             )
     return lines
 
@@ -222,19 +222,18 @@ def setup_line(
     axes: list[str],
     dropped: dict[str, list[str]],
     readers: list[str],
-    steps: int | None,
+    budget: str,
     trials: int,
     sampler: str,
 ) -> str:
     """The search space (an axis some reader lacks marked with the readers that have it),
-    the steps per trial and the trials per reader."""
+    the budget per trial (``TunedStudy.budget``) and the trials per reader."""
     shown = []
     for axis in axes:
         key = override_key(axis)
         has = [r for r in readers if key not in dropped.get(r, [])]
         shown.append(axis if len(has) == len(readers) else f"{axis} ({', '.join(has)} only)")
-    per = f"{steps} steps per trial" if steps else "steps per trial unknown"
     return (
-        f"search space: {', '.join(shown) or 'none recorded'}; {per}; {trials} trials per "
+        f"search space: {', '.join(shown) or 'none recorded'}; {budget}; {trials} trials per "
         f"reader, {sampler} sampler"
     )

@@ -25,9 +25,8 @@ from omegaconf import OmegaConf
 
 from attnlab.config.experiment import patience_measure
 from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
-from attnlab.data.bank_cache import BANK_KEYS
+from attnlab.data.bank_keys import BANK_KEYS
 from attnlab.errors import UserError
-from attnlab.models import registry
 from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key, shades
 from attnlab.report.short_numbers import short_forms
@@ -54,6 +53,8 @@ def flat_config(config_text: str) -> dict[str, str] | None:
         return None
     model = plain.get("model")
     if isinstance(model, dict) and isinstance(model.get("name"), str):
+        from attnlab.models import registry  # lazily: it imports torch and every reader
+
         try:  # a key its reader renamed since reads under its new name (an older run)
             plain["model"] = registry.renamed(model["name"], model)
         except UserError:  # an unknown reader, or both names: compared as written

@@ -111,6 +111,8 @@ class Checkpoint:
     # optim.ema: the weights as the optimiser trained them, to resume from; ``model`` then
     # holds their average, the weights the run validated and reads with
     trained: dict[str, torch.Tensor] | None = None
+    # data.unlabelled: self-training's rounds and the strips taken (training.selftrain)
+    self_training: dict[str, Any] | None = None
     format: int = FORMAT
 
     def to_payload(self) -> dict[str, Any]:

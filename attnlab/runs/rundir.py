@@ -55,7 +55,9 @@ LOCK = ".lock"
 SPLIT = "data_split.json"  # data=folder: source, held-out strip ids, counts (source_train)
 # eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
 # left by a killed process.
-HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer"]
+# train_seconds: the training seconds spent when that validation ended (training.budget's
+# clock, over every command that trained the run): the report's curves against minutes
+HISTORY_COLUMNS = ["step", "loss", "lr", "val_exact_acc", "val_cer", "train_seconds"]
 
 
 class RunStatus(str, Enum):
@@ -90,6 +92,8 @@ class TrainMetrics:
     drawn_by: dict[str, Any] | None = None  # package versions and glyph bank (runs.drawn)
     # its budget: minutes and steps given, minutes_spent, steps_taken, ended_by (training.budget)
     budget: dict[str, Any] | None = None
+    # data.unlabelled: each round's threshold, strips taken, validation (training.selftrain)
+    self_training: dict[str, Any] | None = None
 
 
 class RunDir:

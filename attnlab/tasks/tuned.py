@@ -5,11 +5,15 @@ One command, three stages, each a real Hydra multirun of an existing task:
 1. per reader, an Optuna study (``attnlab train -m hydra/sweeper=optuna``): the same number
    of trials (``tune.trials``), the same search space (the command's sweep overrides, minus
    the keys a reader lacks, said once), the same budget per trial (``tune.steps`` or
-   ``train.steps``), the same seeded sampler (``tune.sampler``: random search by default);
+   ``train.steps``; with ``tune.minutes``, also that many minutes of wall time, whichever
+   ends first), the same seeded sampler (``tune.sampler``: random search by default);
    the objective is ``train.objective`` (default ``val_exact``). Every trial is an ordinary
    run, recorded in the study's ``trials.csv`` (``attnlab.tasks.trials``);
 2. per reader, its best trial's values trained again with ``tune.seeds`` new seeds and
-   evaluated on the shared test strips (``attnlab sweep lengths``' task);
+   evaluated on the shared test strips (``attnlab sweep lengths``' task); with
+   ``tune.minutes`` each re-run trains to the same minutes, one at a time (the trials' own
+   launcher, ``hydra/launcher=basic``, unless the command names one): jobs side by side
+   would share the CPU, and their minutes would hold fewer steps than the trials' did;
 3. ``tuned.json`` at the study's root names what was run, where, and each reader's best
    trial; ``attnlab report ROOT`` reads it (``attnlab.report.tuned``).
 
@@ -56,6 +60,7 @@ class Plan:
     dropped: dict[str, list[str]] = field(default_factory=dict)  # reader -> keys it lacks
     trial_seeds: list[int] = field(default_factory=list)
     trial_steps: int = 0  # train.steps of each trial (tune.steps, else the config's)
+    minutes: float | None = None  # train.minutes of each trial and re-run (tune.minutes)
 
     @property
     def rerun_seeds(self) -> list[int]:
@@ -101,6 +106,7 @@ def plan(args: list[str]) -> Plan:
             raise UserError(f"{a}: {PROG} sets the sweeper itself (tune.sampler, tune.trials)")
     tune = _compose(tune_args, config_name="tune").tune
     TuneConfig.check(tune)
+    _check_minutes(tune, rest)
     model = next((a for a in rest if override_key(a) == "model"), None)
     root_arg = next((a for a in rest if override_key(a) == "hydra.sweep.dir"), None)
     objective = next((a for a in rest if override_key(a) == "train.objective"), None)
@@ -114,6 +120,24 @@ def plan(args: list[str]) -> Plan:
     _fit_axes(p)
     _check_seeds(p)
     return p
+
+
+def _check_minutes(tune: Any, rest: list[str]) -> None:
+    """``tune.minutes`` is the budget of every trial and every re-run: a ``train.minutes``
+    beside it would say another; and a budget in minutes is one number, not an axis."""
+    named = next((a for a in rest if override_key(a) == "train.minutes"), None)
+    if named is None:
+        return
+    if _parse(named).is_sweep_override():
+        raise UserError(
+            f"{named}: a budget in minutes is the same for every trial (tune.minutes=M), "
+            "not a search axis"
+        )
+    if tune.minutes is not None:
+        raise UserError(
+            f"tune.minutes={tune.minutes:g} and {named}: tune.minutes is the budget of every "
+            "trial and re-run; give one of them"
+        )
 
 
 def _readers(model: str | None) -> list[str]:
@@ -153,6 +177,8 @@ def _fit_axes(p: Plan) -> None:
         if not p.trial_seeds:
             p.trial_seeds = [int(cfg.seed)]
             p.trial_steps = int(p.tune.steps or cfg.train.steps)
+            own = OmegaConf.select(cfg, "train.minutes", default=None)  # a plain train.minutes
+            p.minutes = p.tune.minutes if p.tune.minutes is not None else own
     for axis in p.axes:
         if all(override_key(axis) in p.dropped[r] for r in p.readers):
             raise UserError(
@@ -196,6 +222,7 @@ def study_args(p: Plan, reader: str) -> list[str]:
         f"model={reader}",
         *plain,
         *steps,
+        *_minutes_args(p),
         *p.axes_of[reader],
         f"train.objective={p.objective}",
         "hydra/sweeper=optuna",
@@ -215,10 +242,32 @@ def rerun_args(p: Plan, reader: str, best: dict[str, Any]) -> list[str]:
     return [
         f"model={reader}",
         *plain,
+        *_minutes_args(p),
+        *_one_at_a_time(p),
         *values,
         f"seed={','.join(map(str, p.rerun_seeds))}",
         f"hydra.sweep.dir={_hydra_path(p.root / WINNERS / reader)}",
     ]
+
+
+def _minutes_args(p: Plan) -> list[str]:
+    """``train.minutes`` of tune.minutes (a plain ``train.minutes`` travels in ``p.plain``)."""
+    return [] if p.tune.minutes is None else [f"train.minutes={p.tune.minutes:g}"]
+
+
+def _one_at_a_time(p: Plan) -> list[str]:
+    """The re-runs of a budget in minutes run one at a time, as the trials do (``attnlab
+    sweep lengths`` would run them side by side, sharing the CPU), unless the command names
+    a launcher."""
+    named = any(override_key(a) == "hydra/launcher" for a in p.plain)
+    return [] if p.minutes is None or named else ["hydra/launcher=basic"]
+
+
+def minutes_text(p: Plan) -> str:
+    """The budget of each trial in words: "30 steps", "2 minutes or 100000 steps"."""
+    if p.minutes is None:
+        return f"{p.trial_steps} steps"
+    return f"{p.minutes:g} minutes or {p.trial_steps} steps, whichever ends first"
 
 
 def _hydra_path(path: Path) -> str:
@@ -250,9 +299,11 @@ def run(args: list[str], echo: Callable[[str], Any] = print) -> Path:
     p = plan(args)
     tuned_record.check_root(p)
     echo(
-        f"{PROG}: {len(p.readers)} readers x {p.tune.trials} trials, sampler "
-        f"{p.tune.sampler} (Optuna, seed {p.tune.sampler_seed}), objective {p.objective}; "
-        f"each best trial re-run with seeds {p.rerun_seeds}; into {p.root}"
+        f"{PROG}: {len(p.readers)} readers x {p.tune.trials} trials of "
+        f"{minutes_text(p)}, sampler {p.tune.sampler} (Optuna, seed {p.tune.sampler_seed}), "
+        f"objective {p.objective}; each best trial re-run with seeds {p.rerun_seeds}"
+        + ("" if p.minutes is None else f" to {p.minutes:g} minutes")
+        + f"; into {p.root}"
     )
     for reader in p.readers:
         if p.dropped[reader]:

@@ -3,9 +3,10 @@ trial and again, with each reader's best trial and the sha256 of its ``trials.cs
 the studies are done. A study's folder belongs to the settings it was started with:
 
 - the same command again resumes it (nothing that is complete runs again);
-- other settings (search space, ``tune.steps``, readers, trials, sampler, objective, seeds,
-  training overrides) are refused in one line naming what differs, since the trials already
-  there were drawn with the old ones and ``tuned.json`` would claim the new;
+- other settings (search space, ``tune.steps``, ``tune.minutes``, readers, trials, sampler,
+  objective, seeds, training overrides) are refused in one line naming what differs, since
+  the trials already there were drawn with the old ones and ``tuned.json`` would claim the
+  new;
 - a folder that holds something else (a plain sweep's jobs) is refused: a study is not mixed
   into it.
 
@@ -33,6 +34,7 @@ SETTINGS = {
     "axes": "search space",
     "steps": "tune.steps",
     "trial_steps": "steps per trial",
+    "minutes": "minutes per trial and re-run (tune.minutes)",
     "trials": "tune.trials",
     "sampler": "tune.sampler",
     "sampler_seed": "tune.sampler_seed",
@@ -41,6 +43,9 @@ SETTINGS = {
     "rerun_seeds": "the re-runs' seeds (tune.seeds, tune.first_seed)",
     "plain": "training overrides",
 }
+# Settings a tuned.json written before them lacks, with the value every such study had
+# (compared, not skipped: a study of steps asked again with tune.minutes is another study).
+ADDED_LATER = {"minutes": None}
 
 
 def settings(p: Any) -> dict[str, Any]:
@@ -52,6 +57,7 @@ def settings(p: Any) -> dict[str, Any]:
         "sampler_seed": p.tune.sampler_seed,
         "steps": p.tune.steps,
         "trial_steps": p.trial_steps,
+        "minutes": p.minutes,
         "objective": p.objective,
         "axes": p.axes,
         "dropped": p.dropped,
@@ -62,6 +68,8 @@ def settings(p: Any) -> dict[str, Any]:
 
 
 def _comparable(name: str, value: Any) -> Any:
+    if name == "minutes" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)  # 2 and 2.0 are one budget
     if name in ("axes", "readers"):
         return sorted(value)
     if name == "plain":
@@ -72,6 +80,8 @@ def _comparable(name: str, value: Any) -> Any:
 def _shown(name: str, value: Any) -> str:
     if value is None:
         return "null"
+    if isinstance(value, float):
+        return f"{value:g}"
     if isinstance(value, list):
         return ",".join(map(str, value)) if name == "readers" else " ".join(map(str, value))
     return str(value)
@@ -81,6 +91,7 @@ def differences(recorded: dict[str, Any], asked: dict[str, Any]) -> list[str]:
     """'NAME X there, Y here' for each setting that differs (of a list of overrides, the
     ones only one side has); a setting an older tuned.json lacks is not compared."""
     out = []
+    recorded = {**ADDED_LATER, **recorded}
     for name, label in SETTINGS.items():
         if name not in recorded:
             continue

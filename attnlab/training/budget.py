@@ -18,11 +18,14 @@ with a budget in minutes follows the clock: it is not repeatable bit for bit.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from attnlab.training.validation import patience_spent
+
+log = logging.getLogger("attnlab.train")
 
 
 @dataclass
@@ -97,15 +100,26 @@ class Budget:
         first: "steps" (train.steps), "patience" (train.patience validations without a
         better one) or "minutes" (no room for another step and the final validation); None:
         it trains on."""
-        step = state.step
-        if step >= train.steps:
+        step = state.step  # data.unlabelled: train.steps and patience count within a round
+        if step - getattr(state, "round_start", 0) >= train.steps:
             return "steps"
-        if patience_spent(state.history, train) is not None:
+        if patience_spent(getattr(state, "round_history", state.history), train) is not None:
             return "patience"
         recorded = state.budget or {}
         if recorded.get("ended_by") == "minutes" and recorded.get("minutes") == self.minutes:
             return "minutes"  # asked again with the budget it spent
         return None if self.time_left(step) else "minutes"
+
+    def say_if_spent(self, state: Any, resumed: bool) -> None:
+        """A warning when a resumed run (``state``) has no steps left to train: its
+        ``train.steps`` is not above the steps done (in its round, with data.unlabelled)."""
+        done = state.step - state.round_start
+        if resumed and done >= self.steps and getattr(state.rounds, "stopped", True):
+            log.warning(
+                "train.steps=%(steps)d is not above the %(done)d steps this run has done: "
+                "nothing to train; it ends at step %(step)d (a larger train.steps trains on)",
+                {"steps": self.steps, "done": done, "step": state.step},
+            )
 
     def status(self, record: dict[str, Any] | None) -> dict[str, Any] | None:
         """What status.json says of the budget: its ``record`` where it has minutes (a run of

@@ -29,7 +29,7 @@ import torch
 
 from attnlab.config.model import backbone_of
 from attnlab.data.dedup import CONTENT, keyed_by
-from attnlab.data.lineage import carried
+from attnlab.data.lineage import carried, trained_in
 from attnlab.data.sources import nfc
 from attnlab.errors import UserError
 from attnlab.models import encoders, registry
@@ -180,7 +180,7 @@ def _leaked_strips(
     key, by key as read for a record of an older version (``as_read()``: per held-out strip),
     or for a record of a version without keys by id, when the source is the same."""
     if "trained_keys" in record:
-        seen = set(record["trained_keys"] or [])
+        seen = set(trained_in(record))  # data.unlabelled's strips count as trained on
         if keyed_by(record) != CONTENT:
             return {i for i, keys in enumerate(as_read()) if keys & seen}
         return {i for i, k in enumerate(held) if k in seen}

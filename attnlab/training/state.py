@@ -122,7 +122,8 @@ class TrainState:
     taken, the optimiser and its schedule, the weights' average (optim.ema), the best
     validation (best.pt) and the history that ``train.patience`` counts, the random states
     (torch's global generator and the training stream's), the seconds spent over every
-    command, and the run's lineage (the checkpoint it started from, what drew it)."""
+    command, the run's lineage (the checkpoint it started from, what drew it), and with
+    data.unlabelled self-training's rounds (the strips taken: ``training.selftrain``)."""
 
     opt: torch.optim.Optimizer
     schedule: Schedule
@@ -137,6 +138,21 @@ class TrainState:
     started_from: dict[str, Any] | None = None  # init_from: the source checkpoint
     drawn_by: dict[str, Any] | None = None  # what draws the strips (a resume keeps the first)
     budget: dict[str, Any] | None = None  # the budget as last recorded (training.budget)
+    rounds: Any = None  # data.unlabelled: self-training's rounds (training.selftrain.Rounds)
+
+    @property
+    def round_start(self) -> int:
+        """The step the current round started at (0: a run without data.unlabelled)."""
+        return 0 if self.rounds is None else self.rounds.start
+
+    @property
+    def round_history(self) -> list[dict[str, Any]]:
+        """The history that ``train.patience`` counts: the current round's rows."""
+        return self.history if self.rounds is None else self.rounds.history(self.history)
+
+    def begin_round(self, opt: torch.optim.Optimizer, schedule: Schedule, stream: Any) -> None:
+        """data.unlabelled: the next round's optimiser, schedule and training stream."""
+        self.opt, self.schedule, self.stream = opt, schedule, stream
 
     def record(self, **values: float) -> None:
         """Add values to the history row of the current step."""
@@ -176,6 +192,7 @@ class TrainState:
             data_split=split,
             init_from=self.started_from,
             drawn_by=self.drawn_by,
+            self_training=None if self.rounds is None else self.rounds.record(),
         )
 
     def restore(self, ckpt: Checkpoint, model: Any, last: Path) -> None:
@@ -190,6 +207,8 @@ class TrainState:
         self.schedule.load_state_dict(ckpt.scheduler, last)
         self.step = int(ckpt.step)
         torch.set_rng_state(ckpt.rng["torch"])
+        if self.rounds is not None:  # data.unlabelled: the round's stream, its strips taken
+            self.stream = self.rounds.restore(ckpt.self_training, last)
         self.stream.load_state(ckpt.rng["stream"])
         self.history = list(ckpt.history)
         self.best = Best.of(ckpt)

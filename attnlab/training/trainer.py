@@ -44,6 +44,7 @@ from attnlab.training.budget import Budget
 from attnlab.training.freeze import check_freeze, freeze, warn_random, warn_unloaded
 from attnlab.training.optim import Schedule, optimiser
 from attnlab.training.prepare import check_training, training_threads
+from attnlab.training.selftrain import Rounds, next_round
 from attnlab.training.state import Best, StepTimer, TrainState
 from attnlab.training.validation import (
     log_validation,
@@ -90,7 +91,7 @@ class Trainer:
         self.synth = StripSynth(cfg.data)
         opt, schedule = self._build_reader()
         data = training_data(cfg, self.model, self.seen, self.synth, stream)  # attnlab.data
-        self.stream, self.val_sets = data.stream, data.val_sets
+        self.val_sets = data.val_sets
         self.split = data.split  # data=folder: what the run holds out; else None
         self.budget = Budget.of(cfg.train)  # train.steps, train.minutes
         self.timer = StepTimer()
@@ -104,10 +105,11 @@ class Trainer:
         self.state = TrainState(
             opt,
             schedule,
-            self.stream,
+            data.stream,
             average=WeightAverage(self.model, ema) if ema > 0 else None,
             best=Best(measure=patience_measure(cfg.train.objective)),  # what chooses best.pt
             drawn_by=drawn.drawn_by(self.synth),  # what draws it (a resume keeps the first)
+            rounds=Rounds.of(cfg, data.unlabelled),  # data.unlabelled: self-training
         )
         self.resumed = self.resume()  # may refuse: another reader's or data's checkpoint
         self.budget.start(self.state)
@@ -142,6 +144,10 @@ class Trainer:
     @property
     def opt(self) -> torch.optim.Optimizer:
         return self.state.opt
+
+    @property
+    def stream(self) -> Any:
+        return self.state.stream
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -264,6 +270,8 @@ class Trainer:
         try:
             with runtime.stop_between_steps() as stop:  # Ctrl-C, SIGTERM: after a whole step
                 self.loop(progress, stop, on_step)
+                while next_round(self):  # data.unlabelled: self-training's rounds
+                    self.loop(progress, stop, on_step)
         finally:
             progress.close()
             self.writer.flush()
@@ -291,12 +299,7 @@ class Trainer:
             t.batch_size * t.accumulate,
             f" (resumed at step {self.step})" if self.resumed else "",
         )
-        if self.resumed and self.step >= t.steps:
-            log.warning(
-                "train.steps=%(steps)d is not above the %(done)d steps this run has done: "
-                "nothing to train; it ends at step %(done)d (a larger train.steps trains on)",
-                {"steps": t.steps, "done": self.step},
-            )
+        self.budget.say_if_spent(self.state, self.resumed)
 
     def loop(self, progress: Progress, stop: Any, on_step: Callable | None) -> None:
         """The steps, each with its logging, validation and checkpoint, until the run ends
@@ -337,22 +340,17 @@ class Trainer:
             done = (self.step - start_step) * t.batch_size * t.accumulate
             rate = done / max(1e-9, time.time() - start_time)
             log.info(
-                "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
-                self.step,
-                t.steps,
-                loss,
-                lr,
-                rate,
+                "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s", self.step, t.steps, loss, lr, rate
             )
 
     def validate_and_record(self) -> None:
-        """Validate now; the result is ``last_val`` and goes into the history."""
+        """Validate now; the result is ``last_val`` and goes into the history, with the training
+        seconds spent so far (``train_seconds``: the report's curves against minutes)."""
         started = time.perf_counter()
         self.state.last_val = self.validate()
         self.budget.validated(time.perf_counter() - started)
-        self.state.record(
-            val_exact_acc=self.state.last_val["exact_acc"], val_cer=self.state.last_val["cer"]
-        )
+        val, spent = self.state.last_val, round(self.budget.spent(), 3)
+        self.state.record(val_exact_acc=val["exact_acc"], val_cer=val["cer"], train_seconds=spent)
 
     def finish(self) -> dict[str, Any]:
         """metrics.json and the history of a run trained to its end; its metrics."""
@@ -372,6 +370,7 @@ class Trainer:
             stopped_early=stopped_early(self.state.history, t, self.step),
             drawn_by=self.state.drawn_by,
             budget=self.budget.record(self.step, spent, self.ended_by()),
+            self_training=self.state.rounds and self.state.rounds.record(taken=False),
         )
         self.run_dir.write_metrics(metrics)
         self.run_dir.write_history(self.state.history)

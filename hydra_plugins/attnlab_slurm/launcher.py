@@ -18,16 +18,26 @@ plugin's own; the differences are all after it:
   default) after it ends, so a job that squeue listed before and lists no longer has ended. On
   a cluster with accounting submitit asks sacct, exactly as before.
 
+Without accounting the launcher waits itself (``wait_for_jobs``), through submitit's public
+``Job`` API only: a job is done once its result files exist (``job.paths``, for each of its
+tasks: ``job.task(k)``), or once squeue says it ended and no result file came in the 15 s
+submitit allows a slow file system; only then is ``job.results()`` asked, which no longer
+waits. submitit's job-state watcher (which asks sacct) is never asked, so nothing logs
+"Bypassing sacct error". Polls follow submitit's schedule: 2, 4, 8 ... s after submission,
+then at most 10 minutes apart; result files are looked for every second. A Ctrl-C ends the
+wait as it ends submitit's, the jobs left running on SLURM.
+
 Hydra imports every module under ``hydra_plugins`` whenever an app starts, so submitit is only
 imported once a sweep is launched, as in the plugin.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
+import re
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +58,8 @@ ENDED = frozenset(
     {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY"}
     | {"REVOKED", "TIMEOUT", GONE}
 )
+RESULT_WAIT_S = 15.0  # how long a job that has ended may take to show its result files
+MAX_POLL_S = 600.0  # squeue is asked at least this often (submitit's SlurmJob: sacct)
 
 
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
@@ -64,11 +76,13 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
                 log.info(
                     "sacct does not answer (%s): job states come from squeue", self._sacct_error
                 )
+        ended: dict[str, str] = {}
         if self._sacct_error:
-            watcher = squeue_watcher()
-            for job in jobs:
-                watch_with(job, watcher)
-        return [job_return(job, ovr) for job, ovr in zip(jobs, job_overrides, strict=True)]
+            ended = wait_for_jobs(jobs, SqueueStates())
+        return [
+            job_return(job, ovr, ended.get(job.job_id))
+            for job, ovr in zip(jobs, job_overrides, strict=True)
+        ]
 
     def _submit(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
         """The submitted ``submitit.Job``s: the plugin's ``BaseSubmititLauncher.launch``
@@ -126,22 +140,41 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         return executor.map_array(self, *zip(*job_params, strict=True))
 
 
-def job_return(job: Any, overrides: Sequence[str]) -> JobReturn:
+def job_return(job: Any, overrides: Sequence[str], ended_as: str | None = None) -> JobReturn:
     """The ``JobReturn`` of a finished job; a failed one, holding submitit's error, when the
-    job left no result or failed in submitit's code around the task."""
+    job left no result or failed in submitit's code around the task. ``ended_as``: the state
+    in which squeue saw the job end without a result (``wait_for_jobs``); submitit is then
+    not asked, as it would wait for a state that only sacct gives it."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    try:
-        return job.results()[0]
-    except Exception as err:
-        if isinstance(err, FailedJobError):  # an exception in submitit's code: in its logs
-            what = "failed outside its task"
-        elif isinstance(err, UncompletedJobError):  # killed, out of memory, node lost, ...
-            what = f"ended without a result (state {job.state})"
-        else:
-            what = f"failed outside its task ({type(err).__name__}: {err})"
-        log.error("job %s %s; submitit's logs: %s", job.job_id, what, job.paths.folder)
-        return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=err)
+    if ended_as is not None:
+        err: Exception = UncompletedJobError(no_result_message(job, ended_as))
+        what = f"ended without a result (state {ended_as})"
+    else:
+        try:
+            return job.results()[0]
+        except FailedJobError as failed:  # an exception in submitit's code: in its logs
+            err, what = failed, "failed outside its task"
+        except UncompletedJobError as uncompleted:  # killed, out of memory, node lost, ...
+            err, what = uncompleted, f"ended without a result (state {job.state})"
+        except Exception as other:
+            err, what = other, f"failed outside its task ({type(other).__name__}: {other})"
+    log.error("job %s %s; submitit's logs: %s", job.job_id, what, job.paths.folder)
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret.return_value = err  # raised by Hydra once every job has ended
+    return ret
+
+
+def no_result_message(job: Any, state: str) -> str:
+    """What submitit says of a job that ended without a result, its error stream's end
+    included."""
+    lines = [f"Job {job.job_id} has not produced any output (state: {state})"]
+    stderr = job.stderr()  # None: no error stream yet
+    if stderr:
+        lines += ["Error stream produced:", "-" * 40, *stderr.splitlines()[-40:]]
+    else:
+        lines.append(f"No error stream produced. Check: {job.paths.stdout}")
+    return "\n".join(lines)
 
 
 def sacct_error(job_id: str) -> str:
@@ -157,44 +190,111 @@ def sacct_error(job_id: str) -> str:
     return (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[0]
 
 
-def watch_with(job: Any, watcher: Any) -> None:
-    """Have ``job`` (and the per-task jobs of a multi-task job) ask ``watcher`` for its state
-    instead of the watcher that submitit's ``SlurmJob`` class shares across the process."""
-    for each in (job, *job._sub_jobs):
-        each.watcher = watcher
-    watcher.register_job(job.job_id)
+def has_results(job: Any) -> bool:
+    """Whether every task of ``job`` has written its result file (what ``job.done()`` looks
+    for before it asks the scheduler)."""
+    folder = job.paths.folder
+    try:  # refresh a network file system's view of the folder, as submitit does
+        folder.chmod(folder.stat().st_mode)
+    except OSError:
+        pass
+    return all(job.task(k).paths.result_pickle.exists() for k in range(job.num_tasks))
 
 
-def squeue_watcher() -> Any:
-    """A submitit job-state watcher asking ``squeue``, polling as often as submitit's."""
-    return _squeue_watcher_class()(delay_s=600)
+def wait_for_jobs(
+    jobs: Sequence[Any], states: SqueueStates, result_wait_s: float = RESULT_WAIT_S
+) -> dict[str, str]:
+    """Wait until every job has its result files, or has ended (``states``) and shown none
+    for ``result_wait_s``; the states of those that ended without, by job id. ``states`` is
+    asked as often as submitit asks sacct; result files are looked for every second."""
+    started = last_poll = time.monotonic()
+    states.update()
+    waiting = {job.job_id: job for job in jobs}
+    seen_ended: dict[str, float] = {}  # job id -> when the job was first seen ended
+    without: dict[str, str] = {}
+    while True:
+        now = time.monotonic()
+        for job_id, job in list(waiting.items()):
+            if has_results(job):
+                del waiting[job_id]
+            elif states.get(job_id) not in ENDED:
+                seen_ended.pop(job_id, None)  # not ended, or running again
+            elif now - seen_ended.setdefault(job_id, now) >= result_wait_s:
+                without[job_id] = states.get(job_id)
+                del waiting[job_id]
+        if not waiting:
+            return without
+        time.sleep(1.0)
+        now = time.monotonic()
+        if now - last_poll > min(MAX_POLL_S, max(2.0, (now - started) / 2)):
+            states.update()
+            last_poll = time.monotonic()
 
 
-@functools.cache
-def _squeue_watcher_class() -> type:
-    from submitit.slurm.slurm import SlurmInfoWatcher
+class SqueueStates:
+    """The states of this user's jobs, as ``squeue`` lists them: every job of this user (by
+    uid), which also succeeds once squeue has forgotten some of them (asking for job ids that
+    squeue no longer knows fails). ``--states=all`` keeps the jobs that have ended until
+    squeue forgets them; a job listed before and listed no longer is ``GONE``."""
 
-    class SqueueWatcher(SlurmInfoWatcher):
-        """``SlurmInfoWatcher`` with squeue instead of sacct. It lists every job of this user
-        (by uid), which also succeeds once squeue has forgotten some of them: asking for job
-        ids that squeue no longer knows fails. States are squeue's (``--states=all`` keeps
-        the jobs that have ended until squeue forgets them), plus ``GONE``."""
+    def __init__(self) -> None:
+        self.states: dict[str, str] = {}
+        self.failing = False  # whether the last call failed (said once until one succeeds)
 
-        def _make_command(self) -> list[str] | None:
-            if not self._registered - self._finished:
-                return None
-            fmt = "--format=%i|%T|%N"
-            return ["squeue", "--noheader", "--array", "--states=all", fmt, f"--user={os.getuid()}"]
+    def command(self) -> list[str]:
+        fmt = "--format=%i|%T|%N"
+        return ["squeue", "--noheader", "--array", "--states=all", fmt, f"--user={os.getuid()}"]
 
-        def read_info(self, string: bytes | str) -> dict[str, dict[str, str]]:
-            text = string.decode() if isinstance(string, bytes) else string
-            info = super().read_info("JobID|State|NodeList\n" + text)
-            for job_id in self._registered - self._finished:
-                if job_id not in info and self._info_dict.get(job_id):
-                    info[job_id] = {"JobID": job_id, "State": GONE, "NodeList": ""}
-            return info
+    def update(self) -> None:
+        """Ask squeue; when it fails, the states stay as they were (said once)."""
+        try:
+            out = subprocess.run(
+                self.command(), capture_output=True, text=True, timeout=60, check=False
+            )
+            why = "" if out.returncode == 0 else out.stderr.strip() or f"exit {out.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as err:
+            why = str(err)
+        if why:
+            if not self.failing:
+                log.warning("squeue failed (%s): job states as they were", why.splitlines()[0])
+            self.failing = True
+            return
+        self.failing = False
+        self.read(out.stdout)
 
-        def is_done(self, job_id: str, mode: str = "standard") -> bool:
-            return self.get_state(job_id, mode=mode).upper() in ENDED
+    def read(self, text: str) -> None:
+        """Take in squeue's output (``JOBID|STATE|NODES`` lines)."""
+        listed = read_squeue(text)
+        for job_id in self.states.keys() - listed.keys():
+            self.states[job_id] = GONE
+        self.states.update(listed)
 
-    return SqueueWatcher
+    def get(self, job_id: str) -> str:
+        """``job_id``'s state: squeue's, ``GONE``, or ``UNKNOWN`` (never listed)."""
+        return self.states.get(job_id, "UNKNOWN")
+
+
+def read_squeue(text: str) -> dict[str, str]:
+    """Job id -> state from ``squeue --format=%i|%T|...`` lines; an array's pending tasks
+    listed on one line (``12_[0-3,7%2]``) give one entry each."""
+    states: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 2 or not fields[0] or "." in fields[0]:  # a job step: not a job
+            continue
+        state = (fields[1].split() or ["UNKNOWN"])[0].upper()
+        for job_id in expand_job_id(fields[0]):
+            states[job_id] = state
+    return states
+
+
+def expand_job_id(job_id: str) -> list[str]:
+    """``12_[0-2,5%2]`` -> ``12_0 12_1 12_2 12_5``; any other id as it is."""
+    match = re.fullmatch(r"(\d+)_\[([\d,-]+)(?:%\d+)?\]", job_id)
+    if match is None:
+        return [job_id]
+    ids = []
+    for part in match.group(2).split(","):
+        low, _, high = part.partition("-")
+        ids += [f"{match.group(1)}_{k}" for k in range(int(low), int(high or low) + 1)]
+    return ids

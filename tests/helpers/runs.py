@@ -271,3 +271,14 @@ def evaluated_copies(trained: dict, root: Path, run_cli, *overrides: str) -> dic
         assert res.returncode == 0, res.stderr
         out[kind] = dest
     return out
+
+
+def history_cells(run: Path) -> list[list[str]]:
+    """history.csv's cells, its ``train_seconds`` column left out: those follow the clock
+    (a resumed run's differ from a straight one's); every other cell repeats exactly."""
+    import csv
+
+    with (run / "history.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    clock = rows[0].index("train_seconds") if "train_seconds" in rows[0] else None
+    return [[c for i, c in enumerate(row) if i != clock] for row in rows]

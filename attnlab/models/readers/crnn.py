@@ -20,7 +20,7 @@ from attnlab.models.registry import register
 
 @dataclass
 class CRNNConfig(CTCConfig):
-    backbone: str = "vgg"  # conf/model/crnn.yaml chooses encoder=vgg
+    backbone: str = "vgg"  # its own encoder (encoder=NAME chooses another)
     stride: int = 4  # as the CTC reader's: about 4.4 columns per digit
     # Five stages, narrow first: 32 px strips leave one row; data.height must divide by 32.
     conv_channels: list[int] = field(default_factory=lambda: [16, 32, 64, 96, 128])
