@@ -233,8 +233,7 @@ def _calls(node: ast.AST, name: str) -> bool:
 # api/ is what a notebook imports; maintain/, above everything a user runs, is for whoever
 # maintains the project (scripts/lab_figures.py, scripts/pretrain.py).
 LAYERS = (
-    ("__init__", "errors", "progress", "io", "runtime", "threads", "shadowing", "weights")
-    + ("folder_lock", "csv_format", "disk_errors"),  # attnlab.io's parts
+    ("__init__", "errors", "progress", "io", "runtime", "threads", "shadowing", "weights"),
     ("config",),
     ("data",),
     ("models",),

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from attnlab.config import DataConfig
+from attnlab.data.bank_keys import BANK_KEYS  # torch-free: the report reads them there
 from attnlab.data.fonts import resolve_fonts
 from attnlab.data.ranges import levels
 from attnlab.io import WriteError, atomic_write
@@ -61,26 +62,6 @@ class GlyphBank:
     blur_levels: tuple[float, ...]  # the K blur sigmas
 
 
-# The data keys that define a bank (and nothing else does), in the order of its key: a run's
-# glyphs change with one of them, or with the packages that draw them (attnlab.runs.drawn).
-BANK_KEYS = (
-    "height",
-    "fonts",
-    "font_sizes",
-    "stroke_widths",
-    "variants",
-    "scale",
-    "stretch",
-    "shear",
-    "rotation",
-    "v_offset",
-    "blur",
-    "marked_zeros",
-    "oldstyle",
-    "footless_ones",
-    "elastic",
-    "charset",
-)
 _SHARES = ("marked_zeros", "oldstyle", "footless_ones", "elastic")  # 0 and 0.0 alike
 _RANGES = ("font_sizes", "stroke_widths", "scale", "stretch", "shear", "rotation", "blur")
 

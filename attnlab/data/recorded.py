@@ -170,12 +170,7 @@ def relabelled(split: dict[str, Any], keys: list[str], labels: list[str]) -> boo
 
 
 def folder_strips(
-    folder: str | Path,
-    d: Any,
-    crop: bool,
-    allow_outside: bool = False,
-    trained: set[str] | None = None,
-    warn: Warn = warn_stderr,
+    folder: str | Path, d: Any, crop: bool, **how: Any
 ) -> tuple[StripBatch, list[str]]:
     """Every strip of ``folder`` (a folder, list file or LMDB: ``attnlab eval RUN --folder``)
     and their ids: the one loader of a labelled folder as a whole, read at ``d.height`` with
@@ -184,7 +179,7 @@ def folder_strips(
     the run's weights were trained on (``trained``: their keys, ancestors included; compared
     by content, however either read them): an evaluation of trained strips reads recall,
     not reading."""
-    cache = folder_cache(folder, d, crop, allow_outside, trained, warn)
+    cache = folder_cache(folder, d, crop, **how)  # allow_outside, trained, warn
     return cache.batch(range(len(cache))), cache.ids
 
 

@@ -66,7 +66,9 @@ class ColumnStates(nn.Module):
         forward state (after the last real column) joined with the final backward state.
         """
         if self.gru is None:
-            raise RuntimeError(f"this {self.name} encoder was built without its BiGRU")
+            raise RuntimeError(
+                f"this {self.name} encoder was built without its BiGRU: call features()"
+            )
         feats, lengths = self.features(images, widths)
         t = feats.shape[1]
         packed = pack_padded_sequence(

@@ -8,8 +8,9 @@ no settle sees a swap halfway (an old folder set aside that its writer is about 
 
 A thread that holds a folder (its work folder, while its write fills it) does not wait for
 that folder again: a folder written inside a folder being written does not deadlock. Where
-the OS or filesystem cannot lock (not POSIX, no ``flock``), nothing is held and ``try_lock``
-says so (None); callers then act as before locks (a leftover is anything not finished).
+the OS or filesystem cannot lock (not POSIX, a network filesystem without locks), nothing
+is held and ``try_lock`` says so (None): then nobody can tell a live writer's folder from a
+leftover, and attnlab.io removes one only where the next writer of its own name needs it.
 """
 
 from __future__ import annotations
@@ -50,9 +51,7 @@ def try_lock(folder: Path, wait: bool = False) -> int | None:
         os.close(fd)
         if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
             raise BlockingIOError(err.errno, "held by another process", str(folder)) from err
-        if err.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-            return None
-        raise
+        return None  # ENOLCK, EBADF (NFS without locks), EOPNOTSUPP: the filesystem cannot
     except BaseException:  # interrupted while waiting
         os.close(fd)
         raise

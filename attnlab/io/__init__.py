@@ -11,12 +11,13 @@ A folder (``atomic_dir``) is filled under a hidden name and then swapped with th
 one step (Linux ``renameat2(RENAME_EXCHANGE)``) or, where the OS cannot swap, the old one is
 renamed aside first; at every instant the old folder or the new one is whole on disk, and
 the next call puts a set-aside folder back when its replacement never arrived. Its writer
-holds the hidden folder's lock while it writes (``attnlab.folder_lock``): a sibling call in
+holds the hidden folder's lock while it writes (``attnlab.io.folder_lock``): a sibling call in
 the same parent removes only what killed writers left, never a live writer's folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import hashlib
@@ -30,9 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnlab import folder_lock
-from attnlab.csv_format import csv_rows, csv_text  # noqa: F401  (written through here)
-from attnlab.disk_errors import FULL, free_space, os_reason  # noqa: F401
+from attnlab.io import folder_lock
+from attnlab.io.csv_format import csv_rows, csv_text  # noqa: F401  (written through here)
+from attnlab.io.disk_errors import FULL, free_space, os_reason  # noqa: F401
 from attnlab.errors import UserError
 
 TMP_SUFFIX = ".tmp"
@@ -195,7 +196,7 @@ def atomic_dir(final: Path | str, write: Callable[[Path], None]) -> Path:
     """A folder written whole or not at all: ``write(folder)`` fills ``.<name>.partial``
     beside ``final``, which then replaces ``final`` (an earlier one is replaced whole: at
     every instant the old folder or the new one is whole, see ``_swap_in``). The writer
-    holds that folder's lock (``attnlab.folder_lock``) until it is in place, so a sibling
+    holds that folder's lock (``attnlab.io.folder_lock``) until it is in place, so a sibling
     call settles what killed writers left beside it (``settle_dirs``) and never a live
     writer's folder; another live writer of the same name is one WriteError."""
     final = Path(final)
@@ -226,18 +227,13 @@ def atomic_dir(final: Path | str, write: Callable[[Path], None]) -> Path:
 
 
 def _claim(work: Path, final: Path) -> int | None:
-    """Make ``work`` (settled: no unheld one is left) and lock it; one that a live writer of
-    the same name holds is a WriteError, and is left alone."""
-    try:
-        work.mkdir()
-    except FileExistsError:
-        try:
-            folder_lock.release(folder_lock.try_lock(work))
-        except BlockingIOError:
-            why = f"another process is writing it ({work})"
-        else:
-            why = f"{work} is in the way and could not be removed"
-        raise WriteError(f"cannot write {final}: {why}") from None
+    """Make ``work`` and lock it. One left by a killed writer of the same name (or by anyone,
+    where the filesystem cannot lock) is removed first; one that a live writer of the same
+    name holds is a WriteError, and is left alone."""
+    if os.path.lexists(work) and _remove_unheld(work, own=True):
+        why = f"another process is writing it ({work})"
+        raise WriteError(f"cannot write {final}: {why}")
+    work.mkdir()
     return folder_lock.try_lock(work)
 
 
@@ -275,22 +271,30 @@ def _settle(folder: Path) -> list[Path]:
         fsync_dir(folder)
     for orphan in sorted(folder.glob(f".*{PARTIAL}")):
         if orphan.is_dir() and not orphan.is_symlink():
-            _remove_unheld(orphan)
+            with contextlib.suppress(OSError):  # what cannot be removed stays a leftover
+                _remove_unheld(orphan)
     return back
 
 
-def _remove_unheld(folder: Path) -> None:
-    """Remove ``folder`` unless a live writer holds it."""
+def _remove_unheld(folder: Path, own: bool = False) -> bool:
+    """Remove ``folder`` unless a live writer holds it; True when one does. Where the
+    filesystem cannot say, only the next writer of its own name (``own``) removes it."""
     try:
         fd = folder_lock.try_lock(folder)
     except BlockingIOError:
-        return  # a live writer's
+        return True
     except OSError:
-        fd = None  # cannot be opened: removed as before locks, if it can be
+        fd = None  # cannot be opened (a file of that name?): cannot say
+    if fd is None and not own:
+        return False
     try:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+        else:
+            folder.unlink()
     finally:
         folder_lock.release(fd)
+    return False
 
 
 def _swap_in(work: Path, final: Path) -> None:
@@ -329,12 +333,16 @@ def _place(work: Path, final: Path) -> Path | None:
     return _doomed(aside, final)
 
 
-def _doomed(old: Path, final: Path) -> Path:
+def _doomed(old: Path, final: Path) -> Path | None:
     """Rename ``old`` (the folder ``final`` replaced) to ``.<name>.aside.partial``, a name
-    being removed: a folder named ``.<name>.aside`` is always whole."""
+    being removed (a folder named ``.<name>.aside`` is always whole); None where it cannot
+    be renamed: it is left to the next call's settle, the new folder being in place."""
     doomed = final.parent / f".{final.name}{ASIDE}{PARTIAL}"
     shutil.rmtree(doomed, ignore_errors=True)
-    old.rename(doomed)
+    try:
+        old.rename(doomed)
+    except OSError:
+        return None
     crash_point("dir:discarding")
     return doomed
 
@@ -342,7 +350,9 @@ def _doomed(old: Path, final: Path) -> Path:
 def _discard(aside: Path) -> None:
     """Remove a set-aside folder whose replacement is in place."""
     final = aside.with_name(aside.name.removesuffix(ASIDE).removeprefix("."))
-    shutil.rmtree(_doomed(aside, final), ignore_errors=True)
+    doomed = _doomed(aside, final)
+    if doomed is not None:
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
