@@ -31,10 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attnlab.errors import UserError
 from attnlab.io import folder_lock
 from attnlab.io.csv_format import csv_rows, csv_text  # noqa: F401  (written through here)
 from attnlab.io.disk_errors import FULL, free_space, os_reason  # noqa: F401
-from attnlab.errors import UserError
 
 TMP_SUFFIX = ".tmp"
 # A folder being written: .<name>.partial beside its final name, renamed when complete;
