@@ -87,6 +87,24 @@ def test_a_run_ends_within_its_minutes_with_the_rate_near_zero(budgeted):
     falling = [lr for step, lr in lrs if step >= 5]
     assert falling == sorted(falling, reverse=True) and falling[-1] < 0.2 * peak
     assert lrs[-1][0] == metrics["step"]  # the last step's rate is logged
+    said = (budgeted / "train.log").read_text()
+    assert said.count("s a step here, the 99980 steps left would take about") == 1
+    assert "train.minutes=0.1 ends it within 6 s" in said
+
+
+def test_the_run_says_early_what_the_rest_of_its_steps_would_take(caplog):
+    """PACE_STEPS into a command, once: the steps left at the pace measured, in words."""
+    from attnlab.training.budget import PACE_STEPS
+
+    budget = Budget(minutes=None, steps=1000)
+    budget.started, budget.start_step = time.perf_counter() - 0.5 * PACE_STEPS, 0
+    with caplog.at_level("INFO", logger="attnlab.train"):
+        for step in range(1, 2 * PACE_STEPS):
+            budget.say_pace(step)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"at 0.5 s a step here, the {1000 - PACE_STEPS} steps left")
+    assert "about 8 min" in lines[0] and "train.minutes=M sizes the run" in lines[0]
 
 
 def test_a_spent_budget_asked_again_trains_nothing(budgeted, copy_run, attnlab_run, tmp_path):

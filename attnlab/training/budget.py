@@ -26,6 +26,7 @@ from typing import Any
 from attnlab.training.validation import patience_spent
 
 log = logging.getLogger("attnlab.train")
+PACE_STEPS = 20  # steps measured before the run says how long the rest would take
 
 
 @dataclass
@@ -77,6 +78,24 @@ class Budget:
         if self.started is not None and done > 0:
             return (time.perf_counter() - self.started) / done
         return self.earlier_s / self.earlier_steps if self.earlier_steps > 0 else None
+
+    def say_pace(self, step: int) -> None:
+        """Once, ``PACE_STEPS`` steps into this command: how long the steps left would take
+        at the pace measured (validations included), so a user learns early what the budget
+        costs on this machine, and that ``train.minutes`` sizes a run to their time."""
+        if step - self.start_step != PACE_STEPS or self.steps <= step:
+            return
+        per = self.per_step(step)
+        if per is None:
+            return
+        left = (self.steps - step) * per / 60.0
+        said = f"at {per:.3g} s a step here, the {self.steps - step} steps left would take "
+        said += f"about {_duration(left)}"
+        if self.minutes is not None:
+            said += f"; train.minutes={self.minutes:g} ends it within {_duration(self.minutes)}"
+        else:
+            said += "; train.minutes=M sizes the run (and its schedule) to M minutes instead"
+        log.info(said)
 
     def horizon(self, step: int) -> float:
         """The steps the run is expected to end at: ``train.steps``, or fewer where the
@@ -137,3 +156,12 @@ class Budget:
             "ended_by": ended_by,
             "validation_s": round(self.val_s, 4),
         }
+
+
+def _duration(minutes: float) -> str:
+    """``minutes`` in words: "40 s", "12 min", "1 h 58 min"."""
+    if minutes < 1:
+        return f"{minutes * 60:.0f} s"
+    if minutes < 60:
+        return f"{minutes:.0f} min"
+    return f"{int(minutes // 60)} h {minutes % 60:.0f} min"

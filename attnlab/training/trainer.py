@@ -217,6 +217,7 @@ class Trainer:
         self.timer.steps += 1
         self.state.step += 1
         self.state.trained_steps += 1
+        self.budget.say_pace(self.step)  # once: what the rest of the budget would take
         if self.state.average is not None:
             self.state.average.update(self.model, self.step)
         return loss
