@@ -31,8 +31,9 @@ def test_a_maximised_objective_gets_a_maximising_study(attnlab_cli, tmp_path):
     sweep = tmp_path / "study"
     res = attnlab_cli(
         *STUDY, "hydra.sweeper.n_trials=3", "train.objective=val_exact",
-        "optim.lr=interval(0.001,0.05)", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+        "optim.lr=interval(0.0001,0.01)", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
+    # (a range whose three seeded draws read differently at preset=tiny: 0.0625, 0.0208)
     assert res.returncode == 0, res.stderr[-3000:]
     values = objectives(sweep)
     assert len(values) == 3 and len(set(values.values())) > 1  # a best and a worst to tell

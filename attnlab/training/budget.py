@@ -89,6 +89,8 @@ class Budget:
         if per is None:
             return
         left = (self.steps - step) * per / 60.0
+        if left < 1.0:  # a short run: nothing worth saying
+            return
         said = f"at {per:.3g} s a step here, the {self.steps - step} steps left would take "
         said += f"about {_duration(left)}"
         if self.minutes is not None:
