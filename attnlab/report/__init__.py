@@ -8,7 +8,8 @@ grouped into configs; seeds counted) -> `aggregate` (seed aggregation of every m
 it). `reader_styles` gives order, colour and description from the reader registry.
 
 torch is imported only where a registry or a metric declaration needs it (`reader_styles`,
-`probes`), lazily, when there is something to show.
+`probes`, `variants.flat_config`'s renamed keys), lazily, when there is something to show
+(tests/test_report_imports.py).
 
 With five or more seeds a band is a 95% Student-t interval of the mean; with fewer it is the
 min-max range of the seeds (one seed: none), and every table and plot says which one it shows.
