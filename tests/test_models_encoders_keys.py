@@ -83,6 +83,8 @@ def test_a_sweep_refuses_another_encoder_s_key_before_its_first_job(attnlab_cli,
     )  # fmt: skip
     assert res.returncode == 2 and "model.stem_channels" in res.stderr, res.stderr
     assert "encoder=column" in res.stderr and "Traceback" not in res.stderr
+    assert "checked before any job started" in res.stderr  # refused whole, no job ran
+    assert not list((tmp_path / "s").glob("*/checkpoints")), "a job ran before the refusal"
 
 
 @pytest.mark.parametrize("name", encoders.names())

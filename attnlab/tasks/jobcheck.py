@@ -32,6 +32,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from attnlab.config.model import check_encoder_keys, keys_set_by
 from attnlab.config.overrides import override_key
 from attnlab.errors import UserError, exit_with
 
@@ -81,6 +82,7 @@ def check_jobs(config: DictConfig) -> None:
             with read_write(task), open_dict(task):
                 del task["hydra"]
             try:
+                check_encoder_keys(task.model, keys_set_by(overrides))  # the job's own words
                 check_job(task, folder, checked)
             except UserError as err:
                 where = f" ({folder})" if folder is not None else ""
