@@ -50,3 +50,8 @@ def one_line(err: BaseException) -> str:
         (ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("full_key:")), ""
     )
     return lines[0] + (f" (key: {key})" if key else "")
+
+
+def with_article(word: str) -> str:
+    """``word`` with its indefinite article: "an attention", "a fixed", "an int"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

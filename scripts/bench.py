@@ -2,13 +2,18 @@
 attnlab.bench (attnlab/bench/<section>.py, run by name by attnlab/bench/sections.py).
 Sections: synth, train (strips/s, FLOPs per strip, GFLOP/s and the ratio to the machine's
 fp32 matmul peak), eval; when asked: converge, folder, typefaces, contention (idle and beside
-one CPU burner per CPU). Wall-clock figures: on a shared machine, run twice.
+one CPU burner per CPU), profile (one recipe step by phase: the own-strips recipe's readers
+and the plain CRNN) and levers (channels-last, bf16 autocast: steps/s and validation
+accuracy against float32). Wall-clock figures: on a shared machine, run twice.
 
     python scripts/bench.py                        # synth, train, eval (1-2 minutes on CPU)
     python scripts/bench.py --only eval --run outputs/RUN   # time the default evaluation
     python scripts/bench.py --only converge [--reader fixed] [--max-seconds 300]
     python scripts/bench.py --only contention [--reader fixed] [--train-seconds 10]
     python scripts/bench.py --device cuda --json bench.json --threads 1
+    python scripts/bench.py --only profile --threads 1   # crnn 64 px, ctc 32 px, plain CRNN
+    python scripts/bench.py --only levers --threads 1 --override model=plain_crnn
+    python scripts/bench.py --only levers --threads 1 --override data.height=64   # crnn
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threshold", type=float, default=0.99, help="converge: exact accuracy")
     p.add_argument("--burners-per-cpu", type=int, default=1, help="contention: CPU load")
     p.add_argument("--repeats", type=int, default=2, help="contention: rounds (best kept)")
+    p.add_argument("--profile-steps", type=int, default=3, help="profile: steps profiled")
+    p.add_argument("--lever-steps", type=int, default=100, help="levers: steps before validation")
     p.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     p.add_argument(
         "--override",

@@ -21,7 +21,11 @@
 #      8, 16 and 32 into $OUT_DIR/cost, which prints FLOPs (cuDNN's RNN counted by attnlab's
 #      formula), time per strip and the CUDA peaks of a training step: max_memory_allocated
 #      and max_memory_reserved, for one batch of 128, 4 accumulated micro-batches of 32 and
-#      bf16 (footprint.csv).
+#      bf16 (footprint.csv);
+#   6. pretrains the packaged reader's recipe (`scripts/pretrain.py`: faces, bent glyphs,
+#      captcha-like clutter, damage) with `preset=gpu` for 2 minutes into $OUT_DIR/pretrain,
+#      packaged into $OUT_DIR/pretrained (attnlab/weights/ and lock-pins.toml untouched), and
+#      prints its steps, strips/s and what it reads on the fixed synthetic test strips.
 # Earlier outputs of this script under $OUT_DIR are replaced.
 set -euo pipefail
 
@@ -62,7 +66,8 @@ EOF
 
 mkdir -p "$OUT_DIR"
 rm -rf "$OUT_DIR/gpu_run/attention" "$OUT_DIR/gpu_run/fixed" "$OUT_DIR/bench.json" \
-    "$OUT_DIR/sweep_jpg1" "$OUT_DIR/sweep_jpg2" "$OUT_DIR/cost"
+    "$OUT_DIR/sweep_jpg1" "$OUT_DIR/sweep_jpg2" "$OUT_DIR/cost" "$OUT_DIR/pretrain" \
+    "$OUT_DIR/pretrained"
 
 for reader in attention fixed; do
     run="$OUT_DIR/gpu_run/$reader"
@@ -113,6 +118,16 @@ echo
 echo "== cost: fixed, attention and transformer by length on cuda (CUDA peaks of a step)"
 "$ATTNLAB" cost 'cost.readers=[fixed,attention,transformer]' 'cost.lengths=[8,16,32]' \
     train.device=cuda "cost.out=$OUT_DIR/cost"
+
+echo
+echo "== pretrain: the packaged reader's recipe, preset=gpu, 2 minutes -> $OUT_DIR/pretrained"
+"$PYTHON" scripts/pretrain.py --out "$OUT_DIR/pretrain" --into "$OUT_DIR/pretrained" \
+    --minutes 2 preset=gpu train.progress=plain
+"$PYTHON" - "$OUT_DIR/pretrain/metrics.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(f"pretrain: {m['step']} steps, {m['strips_per_s']:,.0f} strips/s ({m['elapsed_s']} s)")
+EOF
 
 echo
 echo "gpu_check: done; runs in $OUT_DIR/gpu_run, figures in $OUT_DIR/bench.json and $OUT_DIR/cost"

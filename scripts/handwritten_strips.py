@@ -1,6 +1,6 @@
 """Labelled strips that are not the generator's: handwritten digits composed into strips.
 
-Two sources of digits (``attnlab/data/handwritten.py`` says how each is composed):
+Two sources of digits (``attnlab/data/handwritten_pools.py`` says how each is composed):
 
 - ``--npz PATH``: a file of real handwritten digits, ``images`` uint8 (N, 28, 28), white ink
   on black (MNIST's form), and ``labels`` (N,) 0-9, read where it is (never copied), such

@@ -2,8 +2,9 @@
 
 Runs every command of the handout at one named budget into a folder, one training process at
 a time (``hydra/launcher=basic``, ``train.threads=1``), then computes each figure the handout
-quotes from the files those commands wrote (attnlab.maintain.labfigures). The handout holds each
-figure between markers (attnlab.maintain.labdoc)::
+quotes from the files those commands wrote (attnlab.maintain.labcommands runs them,
+attnlab.maintain.labfigures computes the figures). The handout holds each figure between
+markers (attnlab.maintain.labdoc)::
 
     <!-- lab:comparison -->
     ...
@@ -26,18 +27,16 @@ import time
 from pathlib import Path
 
 # the names the tests and older notebooks read from this script
+from attnlab.maintain.labcommands import BUDGETS, commands, run_all  # noqa: F401
 from attnlab.maintain.labdoc import read_blocks, stale, sync, write_blocks  # noqa: F401
 from attnlab.maintain.labfigures import (  # noqa: F401
-    BUDGETS,
     FIGURES,
     at_length,
-    commands,
     diff_line,
     explorer_figure,
     fair_figure,
     figures,
     pct,
-    run_all,
     split_totals,
 )
 

@@ -125,17 +125,41 @@ def attnlab_run() -> Callable[..., subprocess.CompletedProcess[str]]:
     return run_cli
 
 
-# --- one tiny sweep per process (test_tasks_sweep.py, test_api.py) -------------------------
+# --- one tiny sweep for the whole session (test_tasks_sweep.py, test_api.py, ...) --------
 
 
 @pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory, attnlab_cli):
-    """``(result, SWEEP)``: ``attnlab sweep lengths preset=tiny seed=0`` on submitit_local."""
-    TINY = ["preset=tiny", "seed=0"]
-    cwd = tmp_path_factory.mktemp("sweep")
+def tiny_sweep(tmp_path_factory, attnlab_cli, worker_id):
+    """``(result, SWEEP)``: ``attnlab sweep lengths preset=tiny seed=0`` on submitit_local.
+
+    Under pytest-xdist the sweep still runs once for the whole session, into a folder the
+    workers share, under a lock (as ``trained``); each worker then reads its own copy (a
+    report of a sweep locks its runs), with the command's output naming that copy."""
+    import json
+    import shutil
+
+    from filelock import FileLock
+
+    if worker_id == "master":
+        return _sweep_tiny(attnlab_cli, tmp_path_factory.mktemp("sweep"))
+    shared = tmp_path_factory.getbasetemp().parent / "tiny_sweep"
+    shared.mkdir(exist_ok=True)
+    with FileLock(shared / "sweep.lock"):
+        done = shared / "result.json"
+        if not done.is_file():
+            res, _ = _sweep_tiny(attnlab_cli, shared)
+            done.write_text(json.dumps([res.args, res.returncode, res.stdout, res.stderr]))
+    args, code, out, err = json.loads((shared / "result.json").read_text())
+    sweep = tmp_path_factory.mktemp("sweep") / "sweep"
+    shutil.copytree(shared / "sweep", sweep, ignore=shutil.ignore_patterns(".lock"))
+    out, err = (text.replace(str(shared / "sweep"), str(sweep)) for text in (out, err))
+    return subprocess.CompletedProcess(args, code, out, err), sweep
+
+
+def _sweep_tiny(attnlab_cli, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     sweep = cwd / "sweep"
     result = attnlab_cli(
-        "sweep", "lengths", *TINY, "hydra/launcher=submitit_local",
+        "sweep", "lengths", "preset=tiny", "seed=0", "hydra/launcher=submitit_local",
         "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
         cwd=cwd, timeout=600,
     )  # fmt: skip

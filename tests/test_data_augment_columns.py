@@ -10,7 +10,7 @@ import torch
 
 from attnlab.config import DataConfig
 from attnlab.data import photo
-from attnlab.data.source_train import augment_real
+from attnlab.data.source_stream import augment_real
 from attnlab.data.strips import StripBatch, StripSynth
 
 SEEDS = 200

@@ -14,7 +14,7 @@ from attnlab.config import DataConfig
 from attnlab.data.glyphs import glyph_bank
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.errors import UserError
-from attnlab.models.readers.ctc import collapse, search
+from attnlab.models.ctc_decode import collapse, search
 
 TINY = ["preset=tiny", "train.progress=plain"]
 NO_FONT = "\U000f0001"  # Supplementary Private Use Area-A: no font has it (U+E000 is in Fira Mono)

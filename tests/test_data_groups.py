@@ -119,7 +119,7 @@ def test_some_strips_without_a_group_are_refused(tmp_path, sources):
 
 
 def test_resuming_on_a_changed_val_path_is_refused(tmp_path, sources):
-    from attnlab.data.source_train import split_changes
+    from attnlab.data.split_record import split_changes
 
     val = grouped_sources(tmp_path / "val", n=12, groups=3, seed=8, prefix="v")["folder"]
     args = (f"data.val_path={val}",)

@@ -25,7 +25,7 @@ import torch
 from helpers.readers import tiny_config
 from PIL import Image
 
-from attnlab.data import handwritten
+from attnlab.data import handwritten, handwritten_npz, handwritten_pools
 from attnlab.errors import UserError
 from attnlab.io import file_digest
 from attnlab.runs.rundir import RunDir
@@ -51,7 +51,7 @@ def _glyphs(pool: str, size: int):
 
 def _write(script, monkeypatch, out: Path, *args: str) -> list[dict[str, str]]:
     """The script's command line, run in-process on the stand-in glyphs."""
-    monkeypatch.setattr(handwritten, "digits", _glyphs)
+    monkeypatch.setattr(handwritten_pools, "digits", _glyphs)
     assert script.main([str(out), *args]) == 0
     with open(out / "samples.csv", newline="") as f:
         return list(csv.DictReader(f))
@@ -95,7 +95,7 @@ def test_without_groups_the_group_is_the_pool(script, monkeypatch, tmp_path):
 
 
 def test_the_script_refuses_in_one_line_with_status_2(script, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(handwritten, "digits", _glyphs)
+    monkeypatch.setattr(handwritten_pools, "digits", _glyphs)
     out = tmp_path / "few"
     assert script.main([str(out), "--images", "test", "--lengths", "1-3", "--groups", "60"]) == 2
     err = capsys.readouterr().err
@@ -172,15 +172,15 @@ def _fake_npz(path: Path, **arrays) -> Path:
 
 
 def test_npz_pools_are_disjoint_by_sample_and_stratified_by_digit(mnist):
-    images, labels = handwritten.load_npz(mnist)
+    images, labels = handwritten_npz.load_npz(mnist)
     assert images.shape == (2500, 28, 28) and np.bincount(labels).tolist() == [250] * 10
-    pools = handwritten.split_pools(labels, 0)
+    pools = handwritten_npz.split_pools(labels, 0)
     train, test = set(pools["train"]), set(pools["test"])
     assert len(train) == 2000 and len(test) == 500 and not train & test
     assert train | test == set(range(2500))
     assert np.bincount(labels[sorted(test)]).tolist() == [50] * 10  # 50 of each digit
-    assert handwritten.split_pools(labels, 0) == pools  # fixed by the seed
-    assert handwritten.split_pools(labels, 1)["test"] != pools["test"]
+    assert handwritten_npz.split_pools(labels, 0) == pools  # fixed by the seed
+    assert handwritten_npz.split_pools(labels, 1)["test"] != pools["test"]
     # groups of the training pool: disjoint, each holding every digit alike (label order)
     labs = [str(labels[i]) for i in pools["train"]]
     parts = handwritten.partition(2000, 40, 8, torch.Generator().manual_seed(0), "random", labs)
@@ -194,8 +194,8 @@ def test_a_test_strip_holds_no_sample_of_any_training_strip(folders, mnist):
     tested = {s for r in test for s in r["samples"].split()}
     assert len(train) == 96 and len(test) == 48 and trained and tested
     assert not trained & tested
-    _, labels = handwritten.load_npz(mnist)
-    pools = handwritten.split_pools(labels, 0)
+    _, labels = handwritten_npz.load_npz(mnist)
+    pools = handwritten_npz.split_pools(labels, 0)
     assert {int(s) for s in tested} <= set(pools["test"])
     assert {int(s) for s in trained} <= set(pools["train"])
     of: dict[str, set[str]] = {}  # each group's strips draw on its own samples only
@@ -231,7 +231,7 @@ def test_a_writer_leaves_gaps_that_sometimes_touch():
     gen = torch.Generator().manual_seed(0)
     heights, gaps, edges = [], [], []
     for _ in range(400):
-        px = handwritten.written([torch.ones(20, 4), torch.ones(20, 4)], gen).numpy()
+        px = handwritten_pools.written([torch.ones(20, 4), torch.ones(20, 4)], gen).numpy()
         heights.append(px.shape[0])
         inked = np.flatnonzero((px < 0.5).any(0))
         gaps.append(int((np.diff(inked) - 1).max()))  # 0: the digits touch or overlap
@@ -243,7 +243,7 @@ def test_a_writer_leaves_gaps_that_sometimes_touch():
 
 
 def test_the_labels_are_the_composed_digits(folders, mnist):
-    images, labels = handwritten.load_npz(mnist)
+    images, labels = handwritten_npz.load_npz(mnist)
     corr = []
     for folder in folders.values():
         rows = {r["filename"]: r for r in _rows(folder, "labels.csv")}
@@ -291,9 +291,9 @@ def test_a_small_npz_makes_strips_end_to_end(script, tmp_path, capsys):
     )
     rows = _rows(out, "samples.csv")
     assert {r["group"] for r in rows} == {"train-000", "train-001"}
-    _, labels = handwritten.load_npz(npz)
+    _, labels = handwritten_npz.load_npz(npz)
     assert not {int(s) for r in rows for s in r["samples"].split()} & set(
-        handwritten.split_pools(labels, 0)["test"]
+        handwritten_npz.split_pools(labels, 0)["test"]
     )  # a fifth of each digit (1 of 5) kept for the test pool
     for r in rows:
         px = _pixels(out / r["filename"])

@@ -20,7 +20,8 @@ from attnlab.data import pixels
 from attnlab.data.dedup import KEY, KEYS, content_key, image_key
 from attnlab.data.lineage import TrainedKeys
 from attnlab.data.recorded import folder_cache, legacy_keys
-from attnlab.data.sources import decode_all, open_source
+from attnlab.data.sources import open_source
+from attnlab.data.strip_cache import decode_all
 from attnlab.errors import UserError
 from attnlab.runs import checkpoint
 from attnlab.training.finetune import check_leak

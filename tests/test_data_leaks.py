@@ -20,9 +20,11 @@ from PIL import Image, ImageOps
 from attnlab.config import DataConfig
 from attnlab.data.dedup import image_key
 from attnlab.data.recorded import folder_strips
-from attnlab.data.sources import decode_all, export_lmdb, open_source
+from attnlab.data.sources import open_source
 from attnlab.data.split import held_out
+from attnlab.data.strip_cache import decode_all
 from attnlab.data.strips import StripSynth
+from attnlab.data.write_lmdb import export_lmdb
 from attnlab.data.write_strips import export_folder
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir

@@ -18,7 +18,8 @@ from helpers.readers import tiny_config
 from helpers.runs import one_line_error
 
 from attnlab.data.dedup import KEY
-from attnlab.data.sources import decode_all, open_source
+from attnlab.data.sources import open_source
+from attnlab.data.strip_cache import decode_all
 from attnlab.errors import UserError
 from attnlab.runs.rundir import RunDir
 from attnlab.training.trainer import Trainer

@@ -11,8 +11,9 @@ from helpers.readers import tiny_config
 
 from attnlab.config.data import AUGMENT_NAMES
 from attnlab.data import photo
-from attnlab.data.source_train import SourceStream
-from attnlab.data.sources import decode_all, open_source
+from attnlab.data.source_stream import SourceStream
+from attnlab.data.sources import open_source
+from attnlab.data.strip_cache import decode_all
 from attnlab.data.strips import StripSynth
 from attnlab.data.write_strips import export_folder
 

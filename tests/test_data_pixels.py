@@ -74,7 +74,7 @@ def test_one_image_gives_the_same_pixels_through_every_path(tmp_path, kind, crop
     assert folder.shape[0] == HEIGHT and folder.dtype == np.float32
     assert api.dtype == onnx.dtype == np.float32
     assert np.array_equal(api, onnx), kind
-    # a folder's strips are decoded once and kept as 8-bit grey (sources.StripCache), as
+    # a folder's strips are decoded once and kept as 8-bit grey (strip_cache.StripCache), as
     # training keeps them: the same pixels to half an 8-bit step
     assert folder.shape == api.shape and np.allclose(folder, api, atol=0.5 / 255 + 1e-6), kind
     assert ("inverted" in " ".join(said)) == (kind == "inverted_rgb")

@@ -12,9 +12,10 @@ import torch
 from helpers.readers import tiny_config
 from PIL import Image
 
-from attnlab.data.source_train import SourceStream
-from attnlab.data.sources import decode_all, open_source
+from attnlab.data.source_stream import SourceStream
+from attnlab.data.sources import open_source
 from attnlab.data.split import held_out
+from attnlab.data.strip_cache import decode_all
 from attnlab.data.strips import StripSynth
 from attnlab.data.write_strips import export_folder
 

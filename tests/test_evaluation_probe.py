@@ -19,21 +19,21 @@ from attnlab.data.fonts import bundled_fonts
 from attnlab.data.glyphs import DIGITS
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.errors import UserError
-from attnlab.evaluation.interventions import (
-    PROBE_METRIC,
-    SUMMARY_COLUMNS,
+from attnlab.evaluation.occlusion import (
     attended_glyph,
-    cluster_bootstrap,
-    column_saliency,
     occlusion_variants,
     paper_level,
-    probe_set,
     random_glyph,
-    rerender,
-    spearman,
+)
+from attnlab.evaluation.probe_strips import probe_set, rerender
+from attnlab.evaluation.probe_summary import (
+    PROBE_METRIC,
+    SUMMARY_COLUMNS,
+    cluster_bootstrap,
     summary_table,
 )
-from attnlab.evaluation.probe import occlusion_table, saliency_table, swap_table
+from attnlab.evaluation.probe_tables import occlusion_table, saliency_table, swap_table
+from attnlab.evaluation.saliency import column_saliency, spearman
 from attnlab.models.base import Decoded, Reader
 from attnlab.runs.probedir import ProbeDir
 

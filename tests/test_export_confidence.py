@@ -18,7 +18,8 @@ from helpers.readers import strips, tiny_config, tiny_reader
 from attnlab.export import graphs, parity
 from attnlab.export.runtime import Export, ctc_log_prob
 from attnlab.models import registry
-from attnlab.models.readers.ctc import CTCReader, reading_log_prob
+from attnlab.models.ctc_decode import reading_log_prob
+from attnlab.models.readers.ctc import CTCReader
 
 # log-confidences of torch and the export: float32 sums of up to ~50 terms each within 1e-6
 LOG_ATOL = 1e-3

@@ -1,4 +1,4 @@
-"""attnlab.io.atomic_dir: a folder is replaced whole. A writer killed (SIGKILL, in a real
+"""attnlab.io.folders.atomic_dir: a folder is replaced whole. A writer killed (SIGKILL, in a real
 subprocess) at any step of the replacement leaves the old folder or the new one whole, and
 the next call keeps it at the final path (issue 57, item 11). A live writer's folders are
 left alone by a call beside it, a killed writer's are settled by it (item 1)."""
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from attnlab import io as aio
+from attnlab.io import folders
 
 OLD = {"a.txt": "old a", "sub/b.txt": "old b", "only-old.txt": "o"}
 NEW = {"a.txt": "new a", "sub/b.txt": "new b", "only-new.txt": "n"}
@@ -26,14 +27,14 @@ THIRD = {"a.txt": "third a"}
 WRITER = """
 import json, sys
 from pathlib import Path
-import attnlab.io as aio
+from attnlab.io import folders
 if sys.argv[2] == "aside":
-    aio._exchange = lambda a, b: False
+    folders._exchange = lambda a, b: False
 def write(work):
     for name, text in json.loads(sys.argv[3]).items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
-aio.atomic_dir(Path(sys.argv[1]), write)
+folders.atomic_dir(Path(sys.argv[1]), write)
 """
 
 
@@ -67,7 +68,7 @@ def fails(work: Path) -> None:
 
 def whole_copies(parent: Path) -> list[dict[str, str] | None]:
     """What is on disk just after the kill: the final folder and a folder set aside."""
-    return [tree(parent / "out"), tree(parent / f".out{aio.ASIDE}")]
+    return [tree(parent / "out"), tree(parent / f".out{folders.ASIDE}")]
 
 
 # (path, step the writer is killed at, what the final path holds after the next call)
@@ -91,10 +92,10 @@ def test_a_writer_killed_at_any_step_leaves_the_old_or_the_new_folder_whole(
     assert OLD in whole_copies(tmp_path) or NEW in whole_copies(tmp_path)
     # The next call, even one that fails, keeps the whole copy at the final path ...
     with pytest.raises(RuntimeError):
-        aio.atomic_dir(final, fails)
+        folders.atomic_dir(final, fails)
     assert tree(final) == expected
     # ... and one that succeeds replaces it and leaves nothing beside it.
-    aio.atomic_dir(final, lambda work: fill(work, THIRD))
+    folders.atomic_dir(final, lambda work: fill(work, THIRD))
     assert tree(final) == THIRD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -103,7 +104,7 @@ def test_a_writer_killed_at_any_step_leaves_the_old_or_the_new_folder_whole(
 def test_a_first_writer_killed_leaves_no_folder_or_the_whole_new_one(tmp_path, step):
     final = tmp_path / "out"
     assert run_writer(final, "swap", step) == -9
-    aio.atomic_dir(tmp_path / "other", lambda work: fill(work, THIRD))  # a sibling's call
+    folders.atomic_dir(tmp_path / "other", lambda work: fill(work, THIRD))  # a sibling's call
     if step == "dir:placed":
         assert tree(final) == NEW
         assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out"]
@@ -124,19 +125,19 @@ def test_a_folder_set_aside_without_its_replacement_is_put_back_not_deleted(tmp_
     """The state a writer killed between its two renames leaves, whoever made it: the
     finished new folder under its partial name, the old one aside, nothing at the final path.
     Only the aside folder is known whole; it goes back, the partial one goes."""
-    fill(tmp_path / f".out{aio.ASIDE}", OLD)
-    fill(tmp_path / f".out{aio.PARTIAL}", NEW)
-    fill(tmp_path / f".kept{aio.ASIDE}", THIRD)  # a sibling's, put back too
+    fill(tmp_path / f".out{folders.ASIDE}", OLD)
+    fill(tmp_path / f".out{folders.PARTIAL}", NEW)
+    fill(tmp_path / f".kept{folders.ASIDE}", THIRD)  # a sibling's, put back too
     with pytest.raises(RuntimeError):
-        aio.atomic_dir(tmp_path / "out", fails)
+        folders.atomic_dir(tmp_path / "out", fails)
     assert tree(tmp_path / "out") == OLD and tree(tmp_path / "kept") == THIRD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "out"]
 
 
 def test_a_folder_set_aside_whose_replacement_arrived_is_removed(tmp_path):
-    fill(tmp_path / f".out{aio.ASIDE}", OLD)
+    fill(tmp_path / f".out{folders.ASIDE}", OLD)
     fill(tmp_path / "out", NEW)
-    assert aio.settle_dirs(tmp_path) == []
+    assert folders.settle_dirs(tmp_path) == []
     assert tree(tmp_path / "out") == NEW
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -146,10 +147,10 @@ def test_where_the_os_can_swap_the_final_folder_never_goes_missing(tmp_path):
     a whole folder (Linux renameat2 RENAME_EXCHANGE; elsewhere the aside path above)."""
     probe_a, probe_b = tmp_path / "a", tmp_path / "b"
     probe_a.mkdir(), probe_b.mkdir()
-    if not aio._exchange(probe_a, probe_b):
+    if not folders._exchange(probe_a, probe_b):
         pytest.skip("this OS or filesystem cannot swap two names in one step")
     final = tmp_path / "out"
-    aio.atomic_dir(final, lambda work: fill(work, {"n.txt": "0"}))
+    folders.atomic_dir(final, lambda work: fill(work, {"n.txt": "0"}))
     seen: list[str] = []
     done = threading.Event()
 
@@ -164,7 +165,7 @@ def test_where_the_os_can_swap_the_final_folder_never_goes_missing(tmp_path):
     reader.start()
     try:
         for i in range(1, 150):
-            aio.atomic_dir(final, lambda work, i=i: fill(work, {"n.txt": str(i)}))
+            folders.atomic_dir(final, lambda work, i=i: fill(work, {"n.txt": str(i)}))
     finally:
         done.set()
         reader.join()
@@ -176,7 +177,7 @@ def test_a_file_in_the_way_is_one_clear_error_and_is_left_alone(tmp_path):
     final = tmp_path / "out"
     final.write_text("a note")
     with pytest.raises(aio.WriteError, match="not a folder"):
-        aio.atomic_dir(final, lambda work: fill(work, NEW))
+        folders.atomic_dir(final, lambda work: fill(work, NEW))
     assert final.read_text() == "a note"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
@@ -189,15 +190,15 @@ def test_a_file_in_the_way_is_one_clear_error_and_is_left_alone(tmp_path):
 PAUSED = """
 import sys
 from pathlib import Path
-import attnlab.io as aio
+from attnlab.io import folders
 if sys.argv[2] == "aside":
-    aio._exchange = lambda a, b: False
+    folders._exchange = lambda a, b: False
 def write(work):
     (work / "first.txt").write_text("1")
     print("first", flush=True)
     sys.stdin.readline()
     (work / "second.txt").write_text("2")
-aio.atomic_dir(Path(sys.argv[1]), write)
+folders.atomic_dir(Path(sys.argv[1]), write)
 """
 WHOLE = {"first.txt": "1", "second.txt": "2"}
 
@@ -213,7 +214,7 @@ def paused_writer(final: Path, mode: str = "swap") -> subprocess.Popen:
         env=env,
     )
     assert proc.stdout.readline() == "first\n"
-    assert tree(final.parent / f".{final.name}{aio.PARTIAL}") == {"first.txt": "1"}
+    assert tree(final.parent / f".{final.name}{folders.PARTIAL}") == {"first.txt": "1"}
     return proc
 
 
@@ -224,11 +225,11 @@ def resume(proc: subprocess.Popen) -> int:
 
 
 def beside_sibling(tmp_path: Path) -> None:
-    aio.atomic_dir(tmp_path / "other", lambda work: fill(work, THIRD))
+    folders.atomic_dir(tmp_path / "other", lambda work: fill(work, THIRD))
 
 
 def beside_settle(tmp_path: Path) -> None:
-    assert aio.settle_dirs(tmp_path) == []
+    assert folders.settle_dirs(tmp_path) == []
 
 
 def beside_process(tmp_path: Path) -> None:  # another process's atomic_dir
@@ -237,7 +238,7 @@ def beside_process(tmp_path: Path) -> None:  # another process's atomic_dir
 
 def beside_same_name(tmp_path: Path) -> None:
     with pytest.raises(aio.WriteError, match="another process is writing it"):
-        aio.atomic_dir(tmp_path / "out", lambda work: fill(work, THIRD))
+        folders.atomic_dir(tmp_path / "out", lambda work: fill(work, THIRD))
 
 
 BESIDE = [beside_sibling, beside_settle, beside_process, beside_same_name]
@@ -255,7 +256,7 @@ def test_a_live_writers_folder_is_left_alone_by_a_call_beside_it(tmp_path, mode,
     proc = paused_writer(final, mode)
     try:
         beside(tmp_path)
-        assert tree(tmp_path / f".out{aio.PARTIAL}") == {"first.txt": "1"}
+        assert tree(tmp_path / f".out{folders.PARTIAL}") == {"first.txt": "1"}
         assert tree(final) == OLD
     finally:
         code = resume(proc)
@@ -277,7 +278,7 @@ def test_a_killed_writers_folder_is_removed_by_the_next_call_beside_it(tmp_path)
     beside_sibling(tmp_path)
     assert tree(final) == OLD and tree(tmp_path / "other") == THIRD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "out"]
-    aio.atomic_dir(final, lambda work: fill(work, NEW))  # and its own name is free again
+    folders.atomic_dir(final, lambda work: fill(work, NEW))  # and its own name is free again
     assert tree(final) == NEW
 
 
@@ -315,7 +316,7 @@ def test_a_folder_set_aside_by_a_live_writer_is_left_to_it(tmp_path, step):
     try:
         thread.start()
         assert not done.wait(0.5)  # waiting for the stopped writer's swap
-        assert (tmp_path / f".out{aio.ASIDE}").is_dir()
+        assert (tmp_path / f".out{folders.ASIDE}").is_dir()
     finally:
         proc.send_signal(signal.SIGCONT)
     assert proc.wait(timeout=60) == 0
@@ -329,8 +330,8 @@ def test_a_folder_written_inside_a_folder_being_written_does_not_wait_for_itself
 
     def write(work: Path) -> None:
         fill(work, {"a.txt": "a"})
-        aio.atomic_dir(work / "sub", lambda inner: fill(inner, {"b.txt": "b"}))
+        folders.atomic_dir(work / "sub", lambda inner: fill(inner, {"b.txt": "b"}))
 
-    aio.atomic_dir(final, write)
+    folders.atomic_dir(final, write)
     assert tree(final) == {"a.txt": "a", "sub/b.txt": "b"}
     assert sorted(p.name for p in final.iterdir()) == ["a.txt", "sub"]

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from attnlab import io as aio
+from attnlab.io import folders
 
 # Sets each umask in turn and writes a new file and over an existing 0600 one under it.
 MODES = """
@@ -115,7 +116,7 @@ def test_the_folder_is_flushed_after_the_rename(tmp_path, monkeypatch):
     assert ("file", path.stat().st_ino, "old") in seen  # the bytes, before the rename
     assert ("folder", folder, "new") in seen  # the name, after it
     seen.clear()
-    aio.atomic_dir(tmp_path / "dir", lambda work: (work / "a").write_text("a"))
+    folders.atomic_dir(tmp_path / "dir", lambda work: (work / "a").write_text("a"))
     assert [s for s in seen if s[:2] == ("folder", folder)]
 
 

@@ -11,7 +11,7 @@ from attnlab.errors import UserError
 from attnlab.models import encoders, registry, tokens
 from attnlab.models.base import count_parameters
 from attnlab.models.scoring import Scorer, masked_softmax
-from attnlab.models.stepwise import beam_search, greedy
+from attnlab.models.stepwise_search import beam_search, greedy
 
 
 def reader(kind: str, **kw) -> torch.nn.Module:

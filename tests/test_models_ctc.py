@@ -12,8 +12,8 @@ import torch
 from helpers.readers import strips, tiny_reader
 
 from attnlab.errors import UserError
+from attnlab.models.ctc_decode import collapse, digit_probs_of, forced_align, oracle_path, search
 from attnlab.models.ctc_loss import BLANK, CLASSES, ctc_nll, label_targets
-from attnlab.models.readers.ctc import collapse, digit_probs_of, forced_align, oracle_path, search
 
 B = BLANK
 

@@ -13,10 +13,10 @@ from helpers.readers import strips, tiny_config, tiny_reader
 from attnlab.config import check_experiment
 from attnlab.errors import UserError
 from attnlab.models import registry, tokens
-from attnlab.models.readers.transformer_layers import (
+from attnlab.models.readers.transformer_attention import SelfAttention
+from attnlab.models.readers.transformer_positions import (
     Pos,
     Positions,
-    SelfAttention,
     relative_bucket,
     sinusoidal,
 )

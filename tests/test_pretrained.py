@@ -14,7 +14,7 @@ from helpers.lock import ROOT
 
 from attnlab.errors import UserError
 from attnlab.maintain.packaging import PACKAGED, package, reading_check
-from attnlab.runs import checkpoint, pretrained
+from attnlab.runs import checkpoint, locate, pretrained
 
 pytestmark = pytest.mark.slow
 
@@ -83,11 +83,11 @@ def test_init_from_pretrained_fine_tunes_a_folder(tmp_path, attnlab_cli):
 
 def test_a_folder_named_pretrained_here_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert checkpoint.resolve("pretrained") == pretrained.CHECKPOINT
+    assert locate.resolve("pretrained") == pretrained.CHECKPOINT
     (tmp_path / "pretrained").mkdir()
     with pytest.raises(UserError, match="names the packaged reader, and ./pretrained exists"):
-        checkpoint.resolve("pretrained")
-    assert checkpoint.output_root(pretrained.CHECKPOINT, "eval") == tmp_path / "pretrained_eval"
+        locate.resolve("pretrained")
+    assert locate.output_root(pretrained.CHECKPOINT, "eval") == tmp_path / "pretrained_eval"
 
 
 def test_packaging_a_run_writes_a_file_its_record_and_pin_agree_on(tmp_path, trained):

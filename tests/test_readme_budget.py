@@ -1,5 +1,5 @@
 """One lab budget: the overrides docs/lab.md and scripts/README.md name as "the lab budget"
-are the ones scripts/lab_figures.py runs (``attnlab.maintain.labfigures.BUDGETS["lab"]``), and
+are the ones scripts/lab_figures.py runs (``attnlab.maintain.labcommands.BUDGETS["lab"]``), and
 each command of the handout that trains carries that budget, as the script runs it: so the
 measured figures and the commands beside them cannot drift apart (a user pasting step 1 once
 got the demo's budget, and figures five times off)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.pages import readme_commands
 
-from attnlab.maintain.labfigures import BUDGETS, ONE_AT_A_TIME, commands
+from attnlab.maintain.labcommands import BUDGETS, ONE_AT_A_TIME, commands
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "docs" / "lab.md"

@@ -13,7 +13,8 @@ import yaml
 from helpers.runs import add_readings, write_run
 
 from attnlab.report import ReportError, build_report, discover_runs
-from attnlab.report.compare import CompareRefused, Side, compare, mcnemar_p
+from attnlab.report.compare import Side, compare, mcnemar_p
+from attnlab.report.same_strips import CompareRefused
 from attnlab.report.variants import assign_variants
 from attnlab.runs.evaldir import STRIP_PRINTS
 from attnlab.runs.rundir import RunDir

@@ -12,7 +12,8 @@ import pandas as pd
 import yaml
 from helpers.runs import add_readings, write_run
 
-from attnlab.report.discover import RunInfo, read_run
+from attnlab.report.discover import read_run
+from attnlab.report.run_info import RunInfo
 from attnlab.report.tables import summary_md
 from attnlab.runs.evaldir import STRIP_PRINTS
 from attnlab.runs.rundir import RunDir

@@ -4,7 +4,7 @@ A report writer killed (SIGKILL, in a real subprocess) at any step leaves the ea
 or the new one whole, and the next report, even one that fails, keeps the whole one at its
 place; the process umask is never set; files of the earlier report that are not the
 report's are kept as they were; writers beside it (another report into the same folder,
-another tool's ``attnlab.io.atomic_dir``) neither lose their folder nor take this one's."""
+another tool's ``attnlab.io.folders.atomic_dir``) neither lose their folder nor take this one's."""
 
 from __future__ import annotations
 
@@ -25,18 +25,19 @@ import pytest
 from helpers.runs import write_run
 
 from attnlab import io as aio
+from attnlab.io import folders
 from attnlab.report.build import build_report
 from attnlab.report.discover import ReportError
 
 # The writer: the report of argv[3:] at argv[1]; argv[2] == "aside" plays an OS or filesystem
-# that cannot swap two names in one step (attnlab.io's fallback).
+# that cannot swap two names in one step (attnlab.io.folders' fallback).
 WRITER = """
 import sys
 from pathlib import Path
-import attnlab.io as aio
+from attnlab.io import folders
 from attnlab.report.build import build_report
 if sys.argv[2] == "aside":
-    aio._exchange = lambda a, b: False
+    folders._exchange = lambda a, b: False
 build_report([Path(p) for p in sys.argv[3:]], Path(sys.argv[1]))
 """
 
@@ -122,7 +123,7 @@ def test_a_report_killed_at_any_step_leaves_the_earlier_or_the_new_report_whole(
     site = tmp_path / "site"
     report = earlier_report(reports, site)
     assert run_writer(report, mode, step, reports.a, reports.f) == -signal.SIGKILL
-    on_disk = [contents(report), contents(site / f".report{aio.ASIDE}")]
+    on_disk = [contents(report), contents(site / f".report{folders.ASIDE}")]
     assert reports.old in on_disk or reports.new in on_disk
     # The next report, even one that fails (no runs there), keeps the whole one at --out ...
     with pytest.raises(ReportError, match="no runs found"):
@@ -151,7 +152,7 @@ def test_a_first_report_killed_leaves_no_folder_or_the_whole_new_one(reports, tm
 @pytest.mark.parametrize(
     "aside, unfinished",
     [
-        (f".report{aio.ASIDE}", ".report.0123456789abcdef.building"),
+        (f".report{folders.ASIDE}", ".report.0123456789abcdef.building"),
         (".report.old.partial", ".report.ab_c1234.partial"),  # what earlier builders left
     ],
 )
@@ -250,7 +251,7 @@ def test_a_report_beside_a_live_writer_leaves_its_folder_alone(reports, tmp_path
         building = sorted(p.name for p in site.iterdir() if p.name.startswith(".report."))
         build_report([reports.a], report)  # the same folder: settles what is left there
         build_report([reports.a], site / "other")
-        aio.atomic_dir(site / "export", lambda work: (work / "x.txt").write_text("x"))
+        folders.atomic_dir(site / "export", lambda work: (work / "x.txt").write_text("x"))
         assert sorted(p.name for p in site.iterdir() if p.name.startswith(".report.")) == building
         assert contents(report) == reports.old  # the second report, with the notes
     finally:

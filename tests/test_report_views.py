@@ -26,11 +26,11 @@ from attnlab.evaluation import explore
 from attnlab.report import build_report, discover_runs
 from attnlab.report.aggregate import aggregate, train_groups
 from attnlab.report.choose import resolve
-from attnlab.report.compare import CompareRefused
 from attnlab.report.discover import ReportError
 from attnlab.report.explorer import explorer_data
 from attnlab.report.figures import accuracy_figure, training_figure
 from attnlab.report.reader_styles import colours
+from attnlab.report.same_strips import CompareRefused
 from attnlab.report.short_numbers import short_forms
 from attnlab.report.swept import draw, lines_of, points
 from attnlab.report.variants import assign_variants, summary_lines

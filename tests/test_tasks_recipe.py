@@ -30,8 +30,8 @@ def scaled_strips(folder, scale: float, lmdb: bool = False):
     from PIL import Image
 
     from attnlab.config import DataConfig
-    from attnlab.data.sources import export_lmdb
     from attnlab.data.strips import StripSynth
+    from attnlab.data.write_lmdb import export_lmdb
     from attnlab.data.write_strips import export_folder
 
     gen = torch.Generator().manual_seed(3)
@@ -231,17 +231,19 @@ def test_the_packaged_reader_says_when_the_strips_are_nearer_another_height(tmp_
 def test_the_folder_is_decoded_once_for_the_recipes_height_and_training(tmp_path, monkeypatch):
     """The strips the recipe measures are the ones training reads: each file is decoded
     once, and the strips read are the same as a fresh decode's."""
-    from attnlab.data import sources
+    from attnlab.data import sources, strip_cache
 
     folder = scaled_strips(tmp_path / "tall", 2.0)
     files = sorted(p.name for p in folder.glob("*.png"))
-    fresh = sources.decode_all(sources.open_source(folder, warn=print), 64, True)
+    fresh = strip_cache.decode_all(sources.open_source(folder, warn=print), 64, True)
     calls = []
-    real = sources.decode
-    monkeypatch.setattr(sources, "decode", lambda p, *a, **k: calls.append(p) or real(p, *a, **k))
+    real = strip_cache.decode
+    monkeypatch.setattr(
+        strip_cache, "decode", lambda p, *a, **k: calls.append(p) or real(p, *a, **k)
+    )
     cfg = compose(["data=folder", f"data.path={folder}"])
     assert cfg.data.height == 64 and len(calls) == len(files)
-    _, cache = sources.read_source(str(folder), "data.path", cfg.data, print)
+    _, cache = strip_cache.read_source(str(folder), "data.path", cfg.data, print)
     assert sorted(Path(p).name for p in calls) == files  # none decoded twice
     for a, b in zip(cache.images, fresh.images, strict=True):
         assert torch.equal(a, b)

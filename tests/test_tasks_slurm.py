@@ -135,7 +135,7 @@ def test_requeued_job_resumes_exactly(start_sweep, tmp_path):
     """Two identical jobs; the first is requeued (``scontrol requeue``: SIGTERM, then SIGKILL
     after KillWait) once it has a checkpoint, and must end with the same numbers and weights
     as the second, which ran straight through."""
-    steps = 1000  # tiny steps: long enough (~30 s) for the test to see it running and requeue it
+    steps = 600  # tiny steps: long enough (~20 s) for the test to see it running and requeue it
     sweep = start_sweep(
         tmp_path, "model=attention", "seed=0,0", f"train.steps={steps}",
         "train.checkpoint_every=20", "hydra.launcher.timeout_min=5",

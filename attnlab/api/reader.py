@@ -1,6 +1,6 @@
 """``attnlab.load``: a trained run as a reader object for notebooks and scripts.
 
-It restores the checkpoint as ``attnlab read`` does (attnlab.runs.checkpoint) and reads
+It restores the checkpoint as ``attnlab read`` does (attnlab.runs.restore) and reads
 through the same loader (attnlab.data.arrays.image_strip) and the same reading step
 (attnlab.tasks.read.read_loaded), so a file gives the same text here as on the command line.
 """
@@ -105,7 +105,8 @@ class TrainedReader:
 def load(run_or_checkpoint: Path | str, which: str = "best", device: str = "auto"):
     """A run directory (its checkpoints/<which>.pt) or a checkpoint file -> TrainedReader.
     Errors are ``attnlab.UserError`` with the line ``attnlab read`` prints."""
-    from attnlab.runs import checkpoint
+    from attnlab.runs import locate
+    from attnlab.runs.restore import restore
     from attnlab.tasks.read import say_if_training
 
     if not isinstance(run_or_checkpoint, (str, Path)) or not str(run_or_checkpoint):
@@ -116,9 +117,9 @@ def load(run_or_checkpoint: Path | str, which: str = "best", device: str = "auto
     require(which in ("best", "last"), "which", which, "must be 'best' or 'last'")
     require(isinstance(device, str), "device", device, "must be a str (auto, cpu, cuda:N)")
     RunTaskConfig.check_run(which, device)
-    path = checkpoint.resolve(run_or_checkpoint, which)
+    path = locate.resolve(run_or_checkpoint, which)
     say_if_training(run_or_checkpoint, path)
-    return TrainedReader(Path(run_or_checkpoint), path, checkpoint.restore(path, device))
+    return TrainedReader(Path(run_or_checkpoint), path, restore(path, device))
 
 
 def _short(value: Any) -> str:

@@ -11,15 +11,11 @@ import pandas as pd
 from attnlab.errors import UserError
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
-from attnlab.report.compare import CompareRefused, readings
 from attnlab.report.cost import variant_costs, with_cost
-from attnlab.report.discover import (
-    ReportError,
-    RunInfo,
-    discover_runs,
-    edited_notes,
-    unread_runs,
-)
+from attnlab.report.discover import ReportError, discover_runs, unread_runs
+from attnlab.report.run_evals import edited_notes
+from attnlab.report.run_info import RunInfo
+from attnlab.report.same_strips import CompareRefused, readings
 from attnlab.report.variants import assign_variants
 
 RUN_COLUMNS = [
@@ -127,7 +123,7 @@ def results(*paths: Path | str) -> Results:
             f"no runs found under {', '.join(str(p) for p in roots)}"
             + (f" ({unread})" if unread else "")
         )
-    from attnlab.report.tuned import find_studies, trials_train_only
+    from attnlab.report.tuned_study import find_studies, trials_train_only
 
     trials_train_only(infos, find_studies(roots))  # as the report: a trial is not evaluated
     notes = [*unread_runs(roots), *edited_notes(infos), *assign_variants(infos)]
@@ -153,7 +149,7 @@ def compare(res: Results, a: str, b: str) -> pd.DataFrame:
 
     Differences are fractions (``exact_diff`` 0.214 is the report's +21.4 points); ``length``
     and ``total`` as in ``Results`` (a split's total: ``total`` True, ``length`` <NA>)."""
-    from attnlab.report.build import comparisons
+    from attnlab.report.pairs import comparisons
 
     if not isinstance(res, Results):
         raise UserError(

@@ -67,11 +67,12 @@ def _reader(
     """The reader timed, its config, a line naming it, and its checkpoint: a run's best
     checkpoint, or without a run an untrained reader of ``reader_name``."""
     from attnlab.models import registry
-    from attnlab.runs import checkpoint
+    from attnlab.runs import locate
+    from attnlab.runs.restore import restore
 
     if run_dir is not None:
-        ckpt_path = checkpoint.resolve(run_dir, "best")
-        got = checkpoint.restore(ckpt_path, device)
+        ckpt_path = locate.resolve(run_dir, "best")
+        got = restore(ckpt_path, device)
         return got.reader, got.config, f"{ckpt_path} (step {got.ckpt.step})", ckpt_path
     exp = reader_config(reader_name, device, list(overrides or []))
     torch.manual_seed(0)

@@ -25,10 +25,10 @@ from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.evaluation import explore
 from attnlab.evaluation.inference import Readings
 from attnlab.io import write_text
-from attnlab.report.discover import RunInfo
 from attnlab.report.explorer import explorer
 from attnlab.report.html import render_index
 from attnlab.report.reader_styles import colours
+from attnlab.report.run_info import RunInfo
 from attnlab.runs.rundir import RunDir
 
 READERS = (("fixed", False), ("attention", True))

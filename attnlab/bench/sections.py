@@ -8,8 +8,12 @@ from argparse import Namespace
 
 from attnlab.bench import common, contention, converge, folder, synth, train, typefaces
 from attnlab.bench import eval as evaluation
+from attnlab.bench import levers as lever_bench
+from attnlab.bench import profile as step_profile
 
-SECTIONS = ("synth", "train", "eval", "converge", "typefaces", "folder", "contention")
+SECTIONS = (
+    "synth", "train", "eval", "converge", "typefaces", "folder", "contention", "profile", "levers"
+)  # fmt: skip
 
 
 def run_section(name: str, args: Namespace, device: str) -> dict:
@@ -39,6 +43,20 @@ def run_section(name: str, args: Namespace, device: str) -> dict:
         r = {x["reader"]: x for x in results}
     elif name == "typefaces":
         r = typefaces.main(["--model", reader])  # it prints its own table
+    elif name == "profile":
+        configs = step_profile.configs()
+        if args.reader:  # one reader at its defaults instead of the recipe's and the plain CRNN
+            configs = {args.reader: [f"model={args.reader}"]}
+        results = [
+            step_profile.run(n, keys, device, args.override, args.profile_steps)
+            for n, keys in configs.items()
+        ]
+        step_profile.show(results, device)
+        r = {x["name"]: x for x in results}
+    elif name == "levers":
+        reader = args.reader or "crnn"
+        r = lever_bench.run(reader, device, args.override, args.train_seconds, args.lever_steps)
+        lever_bench.show(r, device)
     elif name == "folder":
         r = folder.run(reader, device, args.train_seconds, args.override, args.folder_n)
         folder.show(r, device)

@@ -81,6 +81,12 @@ class DataConfig:
     shading: float = 0.15  # max darkening of the paper across the strip (a linear ramp)
     jpeg: float = 0.0  # share of those strips JPEG-compressed (block DCT, standard table)
     jpeg_quality: list[float] = field(default_factory=lambda: [15.0, 75.0])  # JPEG quality
+    # Share of synthetic training strips drawn with captcha-like clutter (attnlab.data.clutter):
+    # glyphs rotated, slanted, scaled, bent (elastic), thickened and overlapping one by one;
+    # grey paper with a gradient and blotches, noise curves and dots; perspective, blur,
+    # noise and JPEG damage. The synthetic stream's strips and data=folder's data.mix ones;
+    # validation and test sets never. 0 = none (nothing drawn: the stream as it was).
+    clutter: float = 0.0
     val_per_length: int = 200  # strips per seen length in the fixed validation sets
     eval_seed: int = 20_240_808  # fixed evaluation sets derive their seeds from this
     # --- labelled strips (data=folder; attnlab.data.sources, attnlab.data.source_train) ---
@@ -171,7 +177,7 @@ class DataConfig:
         for key, high in (
             ("dilate", 1.0), ("shading", 0.9), ("strip_shift", 16.0), ("wave", 8.0),
             ("marked_zeros", 1.0), ("oldstyle", 1.0), ("footless_ones", 1.0), ("augmented", 1.0),
-            ("elastic", 4.0), ("slant", 1.0), ("jpeg", 1.0),
+            ("elastic", 4.0), ("slant", 1.0), ("jpeg", 1.0), ("clutter", 1.0),
         ):  # fmt: skip
             value = getattr(d, key)
             require(
@@ -205,6 +211,9 @@ class DataConfig:
         ok = not d.slant or d.source == "folder"
         rule = "leans real strips: needs data=folder (synthetic glyphs lean by data.shear)"
         require(ok, "data.slant", d.slant, rule)
+        ok = not getattr(d, "clutter", 0) or d.source != "folder" or d.mix > 0
+        rule = "clutters synthetic strips: with data=folder, give data.mix > 0"
+        require(ok, "data.clutter", getattr(d, "clutter", 0), rule)
         DataConfig.check_augment(d)
         chars = str(d.charset)
         ok = (

@@ -42,6 +42,17 @@ class ModelConfig:
     # A conv encoder's channels, one per stage; each stage halves the height (and the width
     # while `stride` asks for it), so data.height must divide by 2**len.
     conv_channels: list[int] = field(default_factory=lambda: [16, 32, 64, 128])
+    # encoder=plain: each stage's max pool after its convolution, "RxC" (rows x columns, e.g.
+    # 2x2, 2x1) or none; the columns' pools multiply to `stride`. [] = 2x2 while `stride`
+    # asks, then 2x1.
+    conv_pools: list[str] = field(default_factory=list)
+    # A conv encoder's remaining rows: mean (averaged into one) | flatten (channels x rows
+    # joined into each column's vector, as the tutorials' CRNN does; its size then depends on
+    # data.height).
+    conv_rows: str = "mean"
+    # A conv encoder's column vectors, the BiGRU's input (its per-column linear layer's
+    # size); 0 = 2 x hidden.
+    conv_features: int = 0
     # Conv stem channels; [] = none: `stride` neighbouring pixel columns form one column.
     stem_channels: list[int] = field(default_factory=list)
     stride: int = 8  # pixel columns per encoder column (a power of two)

@@ -1,7 +1,7 @@
 """What a reader's weights were trained on, through every ``init_from`` that led to them.
 
 A run records the labelled strips it trained on (its ``data_split``: the image keys of its
-training strips and their groups, ``attnlab.data.source_train``). A run fine-tuned from
+training strips and their groups, ``attnlab.data.split_record``). A run fine-tuned from
 another inherits what that one learned, and so on up the chain: C fine-tuned from B,
 fine-tuned from A, has read A's strips too. So a run started with ``init_from`` carries, in
 its ``init_from`` record (``trained_on``), the training records of its source and of every

@@ -36,7 +36,7 @@ class Tally:
     inversion (``INVERTED``) is counted, not said, and ``close`` says them once, naming the
     first and the count. Every other line goes on to ``warn`` as it comes (an image with
     other notes as well keeps its own line, the inversion in it). Thread-safe: a source's
-    strips are decoded in threads (``attnlab.data.sources.decode_all``); there the first is
+    strips are decoded in threads (``attnlab.data.strip_cache.decode_all``); there the first is
     the first by name (``by_name``: "labels.csv:3" before "labels.csv:12"), not by time."""
 
     def __init__(self, warn: Callable[[str], None], by_name: bool = False):

@@ -66,7 +66,7 @@ INK_COLUMN = 0.02  # columns with fewer ink pixels than this share of the fulles
 
 def warn_stderr(message: str) -> None:
     """The default warning: one line on stderr, like the one-line errors; written in one
-    call, so that lines warned from the decoding threads (``sources.decode_all``) do not
+    call, so that lines warned from the decoding threads (``strip_cache.decode_all``) do not
     interleave (``print`` writes the newline apart)."""
     sys.stderr.write(f"attnlab: warning: {message}\n")
 

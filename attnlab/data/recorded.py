@@ -28,11 +28,10 @@ from attnlab.data.folder import Warn, warn_stderr
 from attnlab.data.lineage import trained_in
 from attnlab.data.sources import (
     Source,
-    StripCache,
     check_charset,
-    decode_all,
     open_source,
 )
+from attnlab.data.strip_cache import StripCache, decode_all
 from attnlab.data.strips import StripBatch
 from attnlab.errors import UserError
 

@@ -7,7 +7,8 @@ Every strip carries its label and the column span [start, end) of every glyph.
 
 Synthesis is tensor work: glyphs are gathered from the bank (``attnlab.data.glyphs``) and
 added onto a flat canvas with one ``index_add_``; then, for training strips, whole-strip
-variation (``attnlab.data.augment``) and per-strip contrast, paper and noise, all batched.
+variation (``attnlab.data.augment``) and per-strip contrast, paper and noise, all batched;
+a share ``data.clutter`` of them captcha-like instead (``attnlab.data.clutter``).
 All randomness comes from an explicit ``torch.Generator``: the same seed gives the same
 strips on every machine.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.config import DataConfig
+from attnlab.data import clutter, clutter_glyphs
 from attnlab.data.augment import jpeg, shading, vary_strips
 from attnlab.data.glyphs import GlyphBank, glyph_bank
 from attnlab.data.ranges import randint, uniform
@@ -125,7 +127,9 @@ class StripSynth:
         """(B, L) character ids (-1 = none) -> strips. Every random draw is batched.
 
         ``augment``: also the whole-strip variation (``vary_strips``, paper shading, JPEG), which
-        the training stream gets and fixed sets (validation, test, probes, exports) do not.
+        the training stream gets and fixed sets (validation, test, probes, exports) do not,
+        and for a share ``data.clutter`` of the strips, captcha-like clutter (bent glyphs,
+        paper, noise curves and dots, damage: ``attnlab.data.clutter``).
         """
         d = self.data
         bank = self.bank
@@ -141,6 +145,14 @@ class StripSynth:
         widths = bank.widths.reshape(-1)[flat] * valid  # (B, L)
         gaps = randint(d.gap, (b, lmax), gen) * valid
         margins = randint(d.margin, (b, 2), gen)
+        glyphs = bank.columns.reshape(-1, wg, h)[flat[valid]]  # (G, Wg, H) uint8
+        lay = None
+        if augment and getattr(d, "clutter", 0.0) > 0:  # drawn only when on: else as it was
+            lay = clutter_glyphs.draw_layout(b, lmax, h, d.clutter, gen)
+            glyphs, widths = clutter_glyphs.bend(glyphs, widths, valid, lay)  # (G, Wg', H) 0..255
+            gaps = torch.where(lay.rows[:, None], lay.gaps, gaps) * valid
+            margins = torch.where(lay.rows[:, None], margins + lay.margins, margins)
+            wg = glyphs.shape[1]
         advance = (widths + gaps).clamp(min=0) * valid
         last = (valid.sum(1) - 1).clamp(min=0)  # the last glyph's gap is not in the strip
         advance[rows, last] = widths[rows, last]
@@ -151,18 +163,33 @@ class StripSynth:
         # Add every glyph's columns onto a column-major canvas (B * W, H) in one index_add_.
         canvas_w = wmax + wg
         canvas = torch.zeros(b * canvas_w, h)
-        glyphs = bank.columns.reshape(-1, wg, h)[flat[valid]]  # (G, Wg, H) uint8
         first_col = rows[:, None] * canvas_w + starts  # (B, L)
         idx = first_col[valid][:, None] + torch.arange(wg)  # (G, Wg)
         canvas.index_add_(0, idx.reshape(-1), glyphs.reshape(-1, h).float())
         ink = canvas.view(b, canvas_w, h).transpose(1, 2).mul(1 / 255.0).clamp_(max=1.0)
         # The strips that get the whole-strip variation: all, or a share (data.augmented).
         varied = torch.rand(b, generator=gen) < d.augmented if augment and d.augmented < 1 else None
+        if lay is not None:  # a cluttered strip has its own variation (clutter.paint) instead
+            varied = ~lay.rows if varied is None else varied & ~lay.rows
         if augment and varied is None:
             ink = vary_strips(ink, strip_w, d, gen)  # (B, H, W + Wg), 1 = full ink
         elif augment and bool(varied.any()):
             ink[varied] = vary_strips(ink[varied], strip_w[varied], d, gen)
-        # Per-strip appearance: paper level (shaded when augmenting), ink contrast, noise.
+        pixels = self._appearance(ink, strip_w, varied, augment, gen)  # (B, H, W + Wg)
+        if lay is not None and bool(lay.rows.any()):  # captcha-like paper, noise and damage
+            pixels[lay.rows] = clutter.paint(ink[lay.rows], strip_w[lay.rows], gen)
+        outside = torch.arange(canvas_w) >= strip_w[:, None]  # (B, W + Wg)
+        pixels.masked_fill_(outside[:, None, :], 1.0)
+        images = pixels[:, :, :wmax].contiguous()  # (B, H, W)
+        spans = torch.stack([starts, starts + widths], -1) * valid[..., None]
+        labels = ["".join(self.charset[i] for i in row if i >= 0) for row in digits.tolist()]
+        return StripBatch(images, strip_w, labels, spans)
+
+    def _appearance(self, ink, strip_w, varied, augment: bool, gen: torch.Generator):
+        """Ink (B, H, W) -> grey pixels (B, H, W), 1 = paper: per-strip paper level (shaded
+        when augmenting), ink contrast, noise and, for augmented strips when on, JPEG."""
+        d = self.data
+        b, h, canvas_w = ink.shape
         paper = uniform(d.background, b, gen)[:, None, None]
         contrast = uniform(d.contrast, b, gen)[:, None, None]
         noise_sd = uniform(d.noise, b, gen)[:, None]
@@ -187,12 +214,7 @@ class StripSynth:
                 squeezed &= varied
             if bool(squeezed.any()):
                 pixels[squeezed] = jpeg(pixels[squeezed], quality[squeezed])
-        outside = torch.arange(canvas_w) >= strip_w[:, None]  # (B, W + Wg)
-        pixels.masked_fill_(outside[:, None, :], 1.0)
-        images = pixels[:, :, :wmax].contiguous()  # (B, H, W)
-        spans = torch.stack([starts, starts + widths], -1) * valid[..., None]
-        labels = ["".join(self.charset[i] for i in row if i >= 0) for row in digits.tolist()]
-        return StripBatch(images, strip_w, labels, spans)
+        return pixels
 
 
 def set_seed(base: int, purpose: str, length: int) -> int:

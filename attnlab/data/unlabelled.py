@@ -6,7 +6,7 @@ self-training (``attnlab.training.selftrain``) reads and takes labels from.
   A ``labels.csv`` in it is refused in one line (labelled strips go in ``data.path``: a
   label nobody reads would be a silent skip), and so is any other file or folder, a missing
   folder or one without images.
-- Each image goes through the labelled strips' pixel path (``sources.decode_all``: decode,
+- Each image goes through the labelled strips' pixel path (``strip_cache.decode_all``: decode,
   then prepare at ``data.height`` with ``data.crop``) and is known by the same content key
   (``dedup.content_key``) the leak checks use.
 - A strip whose image is a held-out strip's (``data.val_path``, or the held-out share of
@@ -19,7 +19,7 @@ self-training (``attnlab.training.selftrain``) reads and takes labels from.
   their reading, so ``attnlab eval RUN --folder``, ``attnlab eval RUN`` and a fine-tune's
   held-out set refuse them as they refuse trained strips (``attnlab.data.lineage``,
   ``recorded``, ``training.finetune``); and a fingerprint of DIR's strips, so a resume on
-  another DIR is refused (``source_train.split_changes``).
+  another DIR is refused (``split_record.split_changes``).
 - ``Pool.stream(taken, round)`` is the training stream of a round: the labelled training
   strips and the strips taken with their readings as labels, drawn as labelled strips are
   (``SourceStream``: augmentation, ``data.mix``) from a seed of the run's seed and the round.
@@ -36,7 +36,8 @@ from typing import Any
 from attnlab.data.dedup import KEY, split_digest
 from attnlab.data.folder import LABELS, Warn
 from attnlab.data.notes import shown
-from attnlab.data.sources import Entry, Source, StripCache, decode_all
+from attnlab.data.sources import Entry, Source
+from attnlab.data.strip_cache import StripCache, decode_all
 from attnlab.data.strips import StripBatch, set_seed
 from attnlab.errors import UserError
 

@@ -31,13 +31,15 @@ from attnlab.evaluation.analysis import threshold_rows
 from attnlab.evaluation.eval_figures import draw_figures
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.records import confident_failures, readings_table, records_for
-from attnlab.io import atomic_dir, csv_text, write_text
+from attnlab.io import csv_text, write_text
+from attnlab.io.folders import atomic_dir
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.runs import checkpoint, pretrained
+from attnlab.runs import locate, pretrained
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.evaldir import STRIP_PRINTS, STRIPS_BY, EvalDir, EvalMeta
 from attnlab.runs.jsonfiles import RunFileError
+from attnlab.runs.restore import restore
 from attnlab.runs.rundir import EVAL
 from attnlab.runtime import bf16_autocast
 
@@ -91,14 +93,14 @@ def evaluate_run(
     RunTaskConfig.check_run(which, device)
     if onnx and cfg.oracle_length:
         raise UserError("eval.oracle_length: the ONNX reference loop has no oracle lengths")
-    with checkpoint.held(run, which, "eval") as ckpt_path:
+    with locate.held(run, which, "eval") as ckpt_path:
         return _evaluate(ckpt_path, cfg, device, say, synthetic, onnx)
 
 
 def _evaluate(
     ckpt_path: Path, cfg: EvalConfig, device: str, say, synthetic=False, onnx=None
 ) -> Path:
-    got = checkpoint.restore(ckpt_path, device)
+    got = restore(ckpt_path, device)
     ckpt, reader, exp, dev = got.ckpt, got.reader, got.config, got.device
     if onnx:
         from attnlab.export.adapter import onnx_reader
@@ -114,7 +116,7 @@ def _evaluate(
         name, source = name or f"synthetic-{_decoding(cfg)}", "synthetic"
     if onnx and not cfg.name:
         name = f"{name}-onnx"
-    target = checkpoint.output_root(ckpt_path, EVAL) / name
+    target = locate.output_root(ckpt_path, EVAL) / name
     if pretrained.is_packaged(ckpt_path):  # no run directory: say where, before the tables
         say(f"the packaged reader has no run directory: this evaluation goes to {target}")
     refuse_other_data(EvalDir(target), cfg.folder, digest)

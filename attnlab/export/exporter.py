@@ -34,9 +34,11 @@ from attnlab.export.sidecar import (
     require_extra,
     sha256,
 )
-from attnlab.io import atomic_dir, write_json
+from attnlab.io import write_json
+from attnlab.io.folders import atomic_dir
 from attnlab.models.readers.ctc import CTCReader
-from attnlab.runs import checkpoint
+from attnlab.runs import locate
+from attnlab.runs.restore import restore
 
 FORMATS = ("onnx",)
 # A test hook: called with the written folder after the graphs, before the parity check
@@ -67,8 +69,8 @@ def export_run(
     out = Path(out)
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / SIDECAR).exists())):
         raise UserError(f"{out}: exists and is not an attnlab export; choose a new folder")
-    with checkpoint.held(run, which, "export") as ckpt_path:
-        got = checkpoint.restore(ckpt_path, "cpu")
+    with locate.held(run, which, "export") as ckpt_path:
+        got = restore(ckpt_path, "cpu")
         why = graphs.refusal(got.reader)
         if why:
             raise UserError(why)

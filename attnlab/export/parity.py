@@ -23,7 +23,8 @@ from attnlab.data.strips import StripSynth, fixed_set, pad_strips
 from attnlab.errors import UserError
 from attnlab.export.runtime import Export, Results
 from attnlab.models.base import Reader
-from attnlab.models.stepwise import StepwiseReader, greedy
+from attnlab.models.stepwise import StepwiseReader
+from attnlab.models.stepwise_search import greedy
 
 LENGTHS = range(1, 17)
 PER_LENGTH = 8
@@ -54,7 +55,7 @@ class Case:
 
 
 class _Recorder:
-    """The reader as ``stepwise.greedy`` sees it, keeping every step's logits."""
+    """The reader as ``stepwise_search.greedy`` sees it, keeping every step's logits."""
 
     def __init__(self, reader: StepwiseReader):
         self.reader, self.charset, self.logits = reader, reader.charset, []

@@ -1,8 +1,8 @@
 """Advisory locks on folders (``flock``), which the kernel drops when their holder dies.
 
-``attnlab.io.atomic_dir`` holds the lock of the folder it fills (``.<name>.partial``) for as
-long as it writes, so that a sibling call in the same parent can tell a live writer's folder
-(held) from a killed writer's leftover (not held) and removes only the latter. The parent
+``attnlab.io.folders.atomic_dir`` holds the lock of the folder it fills (``.<name>.partial``)
+for as long as it writes, so that a sibling call in the same parent can tell a live writer's
+folder (held) from a killed writer's leftover (not held) and removes only the latter. The parent
 itself is held, briefly, while a folder is claimed, swapped in or a leftover settled, so that
 no settle sees a swap halfway (an old folder set aside that its writer is about to replace).
 
@@ -10,7 +10,8 @@ A thread that holds a folder (its work folder, while its write fills it) does no
 that folder again: a folder written inside a folder being written does not deadlock. Where
 the OS or filesystem cannot lock (not POSIX, a network filesystem without locks), nothing
 is held and ``try_lock`` says so (None): then nobody can tell a live writer's folder from a
-leftover, and attnlab.io removes one only where the next writer of its own name needs it.
+leftover, and attnlab.io.folders removes one only where the next writer of its own name
+needs it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,16 @@ through ``attnlab.runs.pretrained``; its files lie in ``attnlab/weights/``): ``p
 turns a finished run's best.pt into ``attnlab/weights/pretrained.pt`` (weights and config,
 no optimiser state: a starting point, not a run to resume) with its record, and
 ``reading_check`` reads the fixed synthetic test strips with it, so that the record says
-what the reader reads and a test can check it again on any machine."""
+what the reader reads and a test can check it again on any machine.
+
+What it is pretrained on (``PRETRAIN``): the recipe's reader at the recipe's first height
+(``attnlab.tasks.recipe``: ``PACKAGED`` at ``HEIGHTS[0]``), on what attnlab draws and
+nothing else: every face of the glyph bank (``data.fonts``), glyph variants bent in the bank
+(``data.elastic``), half the strips captcha-like (``data.clutter``: bent, slanted, rotated
+and overlapping glyphs on grey paper with gradients and blotches, noise curves and dots,
+perspective, blur, noise, JPEG; ``attnlab.data.clutter``) and a share of the rest JPEG'd.
+No image of the ``captcha`` package and no MNIST digit: its record (``trained_on``) says
+so from the run's own config (its data source and keys, faces, seed and budget)."""
 
 from __future__ import annotations
 
@@ -14,15 +23,28 @@ from typing import Any
 import torch
 
 from attnlab.config import seen_lengths
+from attnlab.data.glyphs import glyph_bank
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.metrics import quick_scores
 from attnlab.io import write_json, write_text
-from attnlab.runs import checkpoint, pretrained
+from attnlab.runs import checkpoint, locate, pretrained
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.tasks.recipe import PACKAGED
+from attnlab.runs.restore import restore
+from attnlab.tasks.recipe import HEIGHTS, PACKAGED, recipe_keys
 
-__all__ = ["PACKAGED", "package", "reading_check"]
+__all__ = ["MIXTURE", "PACKAGED", "PRETRAIN", "SEED", "package", "reading_check", "trained_on"]
+
+# The strips it is pretrained on, beyond the synthetic default (module docstring).
+MIXTURE = ("data.clutter=0.5", "data.elastic=1.5", "data.jpeg=0.25")
+PRETRAIN = (*recipe_keys(HEIGHTS[0]), *MIXTURE)  # the recipe's reader and height, the mixture
+SEED = 0  # scripts/pretrain.py's seed unless given: the same strips, the same reader
+# The data keys the record names (what decides the strips a run trained on).
+DATA_KEYS = (
+    "source", "path", "mix", "unlabelled", "height", "charset", "train_lengths",
+    "train_length_set", "fonts", "exclude_fonts", "font_sizes", "stroke_widths", "elastic",
+    "clutter", "jpeg", "augmented", "augment",
+)  # fmt: skip
 
 # The strips the record is read on: the fixed test strips of each seen length (drawn from
 # data.eval_seed, never a training strip: training draws from its own seed).
@@ -33,7 +55,7 @@ PIN = re.compile(r'^pretrained = "[0-9a-f]*"$', re.M)
 def reading_check(path: Path) -> dict[str, Any]:
     """What the checkpoint at ``path`` reads on PER_LENGTH fixed test strips of each of its
     seen lengths: exact accuracy and CER over all of them, and the count of strips."""
-    got = checkpoint.restore(path, "cpu")
+    got = restore(path, "cpu")
     cfg = got.config
     synth = StripSynth(cfg.data)
     lengths = seen_lengths(cfg.data)
@@ -54,7 +76,7 @@ def package(
     by default); its record written beside it (and its digest into ``pins``, lock-pins.toml,
     when given). Returns the record."""
     out, record_file = folder / pretrained.CHECKPOINT.name, folder / pretrained.RECORD.name
-    ckpt = checkpoint.load(checkpoint.resolve(run, "best"))
+    ckpt = checkpoint.load(locate.resolve(run, "best"))
     slim = Checkpoint(
         reader=ckpt.reader,
         model=ckpt.model,
@@ -80,6 +102,7 @@ def package(
         "reads": reading_check(out),
         "sha256": pretrained.digest(out),
         "drawn_by": ckpt.drawn_by,
+        "trained_on": trained_on(restore(out, "cpu").config, ckpt.timing),
     }
     write_json(record_file, record)
     if pins is not None:
@@ -93,3 +116,25 @@ def _top_level(toml: str, line: str) -> str:
     """``line`` added to the top-level keys of ``toml``: before its first table."""
     head, table, rest = toml.partition("\n[")
     return f"{head.rstrip()}\n{line}\n\n[{rest}" if table else f"{toml.rstrip()}\n{line}\n"
+
+
+def trained_on(cfg: Any, timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run with the composed config ``cfg`` trained on: its data keys (``DATA_KEYS``),
+    the faces of its glyph bank (synthetic strips), its seed and its budget; and, given its
+    checkpoint's ``timing``, the seconds and steps it trained."""
+    data, train = cfg.data, cfg.train
+    keys = {k: _plain(data[k]) for k in DATA_KEYS if k in data}
+    drawn = data.source != "folder" or float(data.mix) > 0  # synthetic strips in its batches
+    faces = sorted({r.split("@")[0] for r in glyph_bank(data).renderings}) if drawn else []
+    budget = {"steps": int(train.steps), "minutes": _plain(train.get("minutes"))}
+    out = {"data": keys, "faces": len(faces), "seed": int(cfg.seed), "budget": budget}
+    if timing:
+        out["trained"] = {"seconds": timing.get("train_seconds"), "steps": timing.get("steps")}
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A config value as JSON holds it (lists for OmegaConf's lists)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value

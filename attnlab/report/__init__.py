@@ -1,8 +1,10 @@
 """The experiment report: runs on disk -> tables, plots and one self-contained HTML page.
 
-The flow: `discover` (run directories -> RunInfo, with their problems) -> `variants` (runs
-grouped into configs; seeds counted) -> `aggregate` (seed aggregation of every metric) ->
-`compare` (paired differences between variants) -> `tables` (summary.csv, summary.md),
+The flow: `discover` (run directories -> `run_info`'s RunInfo, with their problems;
+`run_evals`: the evaluations that count) -> `variants` (runs grouped into configs; seeds
+counted) -> `aggregate` (seed aggregation of every metric) -> `compare` (paired differences
+between variants: the pairs `pairs` picks, on strips `same_strips` finds the same) ->
+`tables` (summary.csv, summary.md),
 `figures` and `swept` (plots), `gallery` (attention maps), `calibration`, `probes`,
 `findings`, `explorer` (the explorer's data) -> `html` (the Jinja2 page) -> `build` (all of
 it). `reader_styles` gives order, colour and description from the reader registry.
@@ -17,7 +19,8 @@ min-max range of the seeds (one seed: none), and every table and plot says which
 
 from attnlab.report.aggregate import AGG_COLUMNS, MIN_SEEDS_T, aggregate, t_quantile_975
 from attnlab.report.build import build_report
-from attnlab.report.discover import ReportError, RunInfo, discover_runs
+from attnlab.report.discover import ReportError, discover_runs
+from attnlab.report.run_info import RunInfo
 
 __all__ = [
     "AGG_COLUMNS",

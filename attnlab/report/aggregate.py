@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.evaluation.metrics import METRICS, TOTAL, Metric
-from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key
+from attnlab.report.run_info import RunInfo
 from attnlab.report.variants import assign_variants, counted, variant_key
 
 MIN_SEEDS_T = 5  # from this many seeds on, the band is a t-interval; below it, min-max

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
-
 from attnlab.io import csv_text, write_bytes, write_text
 from attnlab.report import calibration as calibration_section
 from attnlab.report import datacurve
@@ -23,15 +21,7 @@ from attnlab.report import swept as swept_section
 from attnlab.report.aggregate import TrainGroup, aggregate, long_frame, train_groups
 from attnlab.report.budgets import curve_notes, curves_markdown
 from attnlab.report.calibration import calibration
-from attnlab.report.choose import parse_choice, resolve
-from attnlab.report.compare import (
-    COLUMNS,
-    METHOD,
-    CompareRefused,
-    compare,
-    default_pairs,
-    sides,
-)
+from attnlab.report.compare import METHOD
 from attnlab.report.cost import cost_view, with_cost
 from attnlab.report.datacurve import (
     DATA_NEEDS_CSV,
@@ -40,7 +30,7 @@ from attnlab.report.datacurve import (
     data_needs_tables,
 )
 from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
-from attnlab.report.discover import ReportError, discover_runs, edited_notes, unread_runs
+from attnlab.report.discover import ReportError, discover_runs, unread_runs
 from attnlab.report.explorer import explorer
 from attnlab.report.figures import PLOTS, draw_plots
 from attnlab.report.findings import findings
@@ -49,8 +39,10 @@ from attnlab.report.hparams import TENSORBOARD, write_hparams
 from attnlab.report.html import Section, render_index
 from attnlab.report.objectives import best_runs, objectives
 from attnlab.report.omitted import Omitted, omitted_markdown
+from attnlab.report.pairs import comparisons
 from attnlab.report.probes import probe_section, probes_csv, probes_markdown
-from attnlab.report.reader_styles import baseline, colours
+from attnlab.report.reader_styles import colours
+from attnlab.report.run_evals import edited_notes
 from attnlab.report.swap import Building, report_place
 from attnlab.report.swept import swept_plots
 from attnlab.report.tables import (
@@ -59,79 +51,16 @@ from attnlab.report.tables import (
     summary_md,
     summary_table,
 )
-from attnlab.report.tuned import (
-    EXPECTED_MAX_CSV,
-    StudyUnreadable,
-    expected_max_csv,
-    find_studies,
-    trials_train_only,
-    tuned_section,
-)
+from attnlab.report.tuned import EXPECTED_MAX_CSV, expected_max_csv, tuned_section
 from attnlab.report.tuned import markdown as tuned_markdown
-from attnlab.report.variants import assign_variants, bank_notes, counted, ordered_variants
+from attnlab.report.tuned_study import StudyUnreadable, find_studies, trials_train_only
+from attnlab.report.variants import assign_variants, bank_notes, counted
 
 INDEX = "index.html"
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
 COMPARISONS_CSV = "comparisons.csv"  # written only when some pair of variants was compared
 PROBES_CSV = "probes.csv"  # written only when some run has a probe
-
-
-def comparisons(
-    groups: list[TrainGroup],
-    chosen: tuple[str, str] | None = None,
-    warn: Callable[[str], object] | None = None,
-) -> tuple[pd.DataFrame, list[str]]:
-    """Paired differences of every training range and evaluation: the default pairs (the
-    baseline reader, or the first reader there, against every other reader; the variants of
-    one reader against each other: compare.default_pairs), or only `chosen` (A, B). Returns
-    the rows and one line each on why a pair cannot be paired or nothing is paired (for
-    `chosen`, also said through `warn`). A chosen pair that does not exist, names one
-    variant twice, or can be paired in no evaluation is a ReportError."""
-    frames, notes = [], []
-    labels = ordered_variants(r.variant for g in groups for r in g.runs if r.evals)
-    trains = None
-    if chosen is not None:
-        try:
-            resolved = (resolve(chosen[0], labels), resolve(chosen[1], labels))
-        except CompareRefused as err:
-            raise ReportError(str(err)) from err
-        if resolved[0] == resolved[1]:
-            raise ReportError(
-                f"--compare {chosen[0]!r} {chosen[1]!r}: both name the variant {resolved[0]!r}; "
-                "name two different variants"
-            )
-        named = {parse_choice(c)[0] for c in chosen} - {None}
-        trains = named or None  # "train 1-8 · ..." as the sweep prints it: that range only
-        chosen = resolved
-    for group in groups:
-        if trains is not None and group.train not in trains:
-            continue
-        for name in group.evals:
-            by_variant = sides(group.runs, name)
-            if chosen is None:
-                pairs, why = default_pairs(by_variant, baseline())
-                notes += [f"train {group.train}, eval {name}: {w}" for w in why]
-            else:
-                pairs = [chosen] if all(v in by_variant for v in chosen) else []
-            for a, b in pairs:
-                try:
-                    frames.append(
-                        compare(group.train, name, group.seen, by_variant[a], by_variant[b])
-                    )
-                except CompareRefused as err:
-                    notes.append(f"train {group.train}, eval {name}: {a} - {b}: {err}")
-    if chosen is not None and not frames:
-        if notes:  # every evaluation they share was refused: the first reason
-            raise ReportError(f"--compare: {notes[0]}")
-        raise ReportError(
-            f"--compare {chosen[0]!r} {chosen[1]!r}: these variants were never evaluated on "
-            "the same training range and evaluation"
-        )
-    for note in notes if chosen is not None and warn is not None else []:
-        warn(f"--compare: skipped {note}")
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-    return rows, notes
 
 
 def build_report(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from attnlab.report.compare import CompareRefused
+from attnlab.report.same_strips import CompareRefused
 from attnlab.report.variants import SEP
 
 

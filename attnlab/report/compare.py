@@ -14,9 +14,8 @@ one training range and evaluation, per length and for the seen and unseen totals
 
 Seeds are paired by seed value where both variants have it, otherwise in seed order (the
 `pairing` column says which). A pairing of evaluations that did not read the same strips is
-refused: their ``eval.json`` strip fingerprints must be equal at every length compared, and
-their readings must name the same strips with the same truths. Labelled strips print by
-content and label (``dedup.content_key``), so one folder read at two heights pairs.
+refused (``report.same_strips``: CompareRefused). Which variants are compared is chosen by
+``report.pairs``.
 """
 
 from __future__ import annotations
@@ -28,12 +27,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.evaluation.metrics import TOTAL
-from attnlab.report.discover import RunInfo
-from attnlab.report.reader_styles import ordered
-from attnlab.report.variants import ordered_variants
-from attnlab.runs.evaldir import STRIP_PRINTS, STRIPS_BY
-from attnlab.runs.jsonfiles import RunFileError
-from attnlab.runs.rundir import RunDir
+from attnlab.report.run_info import RunInfo
+from attnlab.report.same_strips import CompareRefused, check_same_strips, readings
 
 N_BOOT = 2000
 BOOT_SEED = 0
@@ -71,111 +66,12 @@ METHOD = (
 )
 
 
-class CompareRefused(Exception):
-    """Two evaluations that cannot be paired, with the reason in one line."""
-
-
 @dataclass
 class Side:
     """One variant's runs in one evaluation, their readings by strip."""
 
     variant: str
     runs: list[RunInfo]
-
-
-def readings(run: RunInfo, eval_name: str) -> pd.DataFrame:
-    """A run's readings.csv of one evaluation by source, its text columns as str; with
-    `edits` and `chars` added. Unreadable or lacking a column: CompareRefused."""
-    ev = RunDir(run.path).eval_dir(eval_name)
-    try:
-        frame = pd.read_csv(
-            ev.readings,
-            dtype={"source": str, "truth": str, "reading": str, **dict.fromkeys(COUNTS, str)},
-            keep_default_na=False,
-        )
-    except (OSError, ValueError) as exc:
-        raise CompareRefused(f"{ev.readings}: unreadable ({exc})") from exc
-    missing = {"source", "length", "truth", "correct", "sub", "ins", "del"} - set(frame.columns)
-    if missing:
-        raise CompareRefused(f"{ev.readings}: lacks {', '.join(sorted(missing))}")
-    if (cell := _bad_reading(frame)) is not None:
-        raise CompareRefused(f"{ev.readings}: {cell}: not read")
-    frame["correct"] = frame["correct"].astype(str).str.lower().eq("true")
-    frame[COUNTS] = frame[COUNTS].astype(int)
-    frame["edits"] = frame[["sub", "ins", "del"]].sum(axis=1)
-    frame["chars"] = frame["truth"].str.len()
-    return frame.set_index("source")
-
-
-COUNTS = ["length", "sub", "ins", "del"]  # readings.csv's whole-number columns
-
-
-def _bad_reading(frame: pd.DataFrame) -> str | None:
-    """The first cell of readings.csv that is not what the evaluation writes there (a
-    count that is not a whole number >= 0, a ``correct`` that is not True or False), as
-    "line L, column C: 'v' is not ..."; None when every cell is sound."""
-    for column in COUNTS:
-        text = frame[column].astype(str).str.strip()
-        bad = ~text.str.fullmatch(r"\d+")
-        if bad.any():
-            row = int(bad.to_numpy().argmax())
-            return f"line {row + 2}, column {column}: {text.iloc[row]!r} is not a whole number"
-    flags = frame["correct"].astype(str).str.strip()
-    bad = ~flags.str.lower().isin(["true", "false"])
-    if bad.any():
-        row = int(bad.to_numpy().argmax())
-        return f"line {row + 2}, column correct: {flags.iloc[row]!r} is not True or False"
-    return None
-
-
-def _fingerprints(run: RunInfo, eval_name: str) -> tuple[dict[str, str], str]:
-    meta = run.eval_meta.get(eval_name)
-    if meta is None:
-        try:
-            meta = RunDir(run.path).eval_dir(eval_name).read_meta()
-        except RunFileError as exc:
-            raise CompareRefused(f"{run.path}: eval/{eval_name}: {exc}") from exc
-    prints = (meta.extra or {}).get(STRIP_PRINTS)
-    if not isinstance(prints, dict) or not prints:
-        raise CompareRefused(
-            f"{run.path}: eval/{eval_name} has no strip fingerprints (written by an older "
-            "attnlab): run attnlab eval on it again to compare it strip by strip"
-        )
-    by = str((meta.extra or {}).get(STRIPS_BY) or "pixels")  # synthetic, or an older attnlab
-    return {str(k): str(v) for k, v in prints.items()}, by
-
-
-def check_same_strips(
-    a: RunInfo, b: RunInfo, eval_name: str, ra: pd.DataFrame, rb: pd.DataFrame
-) -> list[int]:
-    """The lengths both evaluations read, after checking they read the very same strips
-    there; raises CompareRefused, naming the first length that differs."""
-    (fa, by_a), (fb, by_b) = _fingerprints(a, eval_name), _fingerprints(b, eval_name)
-    if by_a != by_b:
-        older = b.path if by_a == "content" else a.path  # of an attnlab before content prints
-        raise CompareRefused(
-            f"{older}: eval/{eval_name} prints its strips by pixels, the other run's by "
-            "content: run attnlab eval on it again to compare them strip by strip"
-        )
-    common = sorted(set(fa) & set(fb), key=int)
-    if not common:
-        raise CompareRefused(f"{a.path} and {b.path}: eval/{eval_name} share no length")
-    for length in common:
-        if fa[length] != fb[length]:
-            raise CompareRefused(
-                f"{a.path} and {b.path}: eval/{eval_name} did not read the same strips at "
-                f"length {length} (strip fingerprints differ: another data.eval_seed, "
-                "generator config or folder); refusing to pair them"
-            )
-    lengths = [int(n) for n in common]
-    sa, sb = ra[ra["length"].isin(lengths)], rb[rb["length"].isin(lengths)]
-    same_ids = set(sa.index) == set(sb.index) and len(sa) == len(sb)
-    if not same_ids or not (sa["truth"] == sb.loc[sa.index, "truth"]).all():
-        raise CompareRefused(
-            f"{a.path} and {b.path}: eval/{eval_name}: the readings do not name the same "
-            "strips with the same truths; refusing to pair them"
-        )
-    return lengths
 
 
 def _pairs(a: Side, b: Side) -> tuple[list[tuple[RunInfo, RunInfo]], str]:
@@ -324,77 +220,3 @@ def sides(group_runs: list[RunInfo], eval_name: str) -> dict[str, Side]:
             label = run.variant or run.reader_name
             out.setdefault(label, Side(label, [])).runs.append(run)
     return out
-
-
-MAX_WITHIN = 6  # a reader with more variants (a sweeper's study) is compared only on request
-
-
-def _swept(side: Side) -> dict[str, str]:
-    return side.runs[0].swept
-
-
-def _cross_pairs(variants: dict[str, Side], reference: str) -> list[tuple[str, str]]:
-    """The reference reader's variant against every variant of another reader, matched on
-    the swept keys when the reference has several."""
-    base = [v for v, s in variants.items() if s.runs[0].reader_name == reference]
-    pairs = []
-    for label, side in variants.items():
-        if side.runs[0].reader_name == reference or not base:
-            continue
-        swept = _swept(side)
-        match = [v for v in base if _swept(variants[v]) == swept]
-        if len(base) == 1:
-            match = base
-        if len(match) == 1:
-            pairs.append((match[0], label))
-    return pairs
-
-
-def _within_pairs(labels: list[str], variants: dict[str, Side]) -> list[tuple[str, str]]:
-    """Variants of one reader, in order: each against the one before it that differs from
-    it in exactly one swept key (16 -> 64 -> 256 of a width: A the later, B the earlier)."""
-    pairs = []
-    for i, a in enumerate(labels):
-        sa = _swept(variants[a])
-        for b in reversed(labels[:i]):
-            sb = _swept(variants[b])
-            if sum(sa.get(k) != sb.get(k) for k in {*sa, *sb}) == 1:
-                pairs.append((a, b))
-                break
-    return pairs
-
-
-def default_pairs(
-    variants: dict[str, Side], baseline: str | None
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """(A, B) pairs the report compares unasked, and why nothing is paired when nothing is.
-
-    Across readers: the baseline reader (the first reader present, in registry order, when
-    the baseline is not in the report) against every variant of another reader. Within a
-    reader with 2 to `MAX_WITHIN` variants: each variant against its neighbour in one
-    swept key."""
-    readers = ordered(s.runs[0].reader_name for s in variants.values())
-    if not readers:
-        return [], []
-    reference = baseline if baseline in readers else readers[0]
-    pairs = _cross_pairs(variants, reference)
-    notes = []
-    for reader in readers:
-        mine = ordered_variants(v for v, s in variants.items() if s.runs[0].reader_name == reader)
-        if len(mine) > MAX_WITHIN:
-            notes.append(
-                f"{reader} has {len(mine)} variants, too many to pair each unasked: "
-                "name two with attnlab report --compare A B"
-            )
-        elif len(mine) > 1:
-            pairs += _within_pairs(mine, variants)
-    if not pairs and not notes:
-        only = next(iter(variants))
-        notes.append(
-            f"only {only} was evaluated here: nothing to pair it with (paired differences "
-            "need two readers, or two variants of one reader, read on the same strips)"
-            if len(variants) == 1
-            else f"no two of {'; '.join(variants)} differ in one thing only: name two "
-            "with attnlab report --compare A B"
-        )
-    return pairs, notes

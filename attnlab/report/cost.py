@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from attnlab.report.cost_files import COST_CSV, COST_DIR
-from attnlab.report.discover import RunInfo
+from attnlab.report.run_info import RunInfo
 
 COLUMNS = ["params_encoder", "params_decoder", "params_output", "params", "mflop", "cost_length"]
 SHOWN = {  # cost.csv columns the page and summary.md show, and their headings

@@ -19,7 +19,8 @@ import pandas as pd
 from attnlab.evaluation.metrics import METRIC, TOTAL
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.compare import COLUMNS as COMPARE_COLUMNS
-from attnlab.report.compare import CompareRefused, Side, compare, sides
+from attnlab.report.compare import Side, compare, sides
+from attnlab.report.same_strips import CompareRefused
 from attnlab.report.tables import Row, SummaryTable, md_escape, points_text
 
 DATA_NEEDS_CSV = "data_needs.csv"

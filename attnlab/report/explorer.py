@@ -17,9 +17,9 @@ from importlib import resources
 from typing import Any
 
 from attnlab.evaluation import explore
-from attnlab.report.discover import RunInfo
 from attnlab.report.html import display_path
 from attnlab.report.reader_styles import colours, reader_key
+from attnlab.report.run_info import RunInfo
 from attnlab.report.variants import counted
 from attnlab.runs.jsonfiles import RunFileError
 from attnlab.runs.rundir import RunDir

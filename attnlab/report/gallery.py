@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnlab.report.aggregate import TrainGroup
-from attnlab.report.discover import RunInfo
+from attnlab.report.run_info import RunInfo
 from attnlab.report.variants import ordered_variants
 from attnlab.runs.evaldir import MAP_KINDS, EvalDir
 from attnlab.runs.rundir import RunDir

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab.evaluation.metrics import TOTAL
-from attnlab.report.discover import RunInfo
+from attnlab.report.run_info import RunInfo
 
 TENSORBOARD = "tensorboard"  # the folder in the report
 

@@ -17,11 +17,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from attnlab.report.aggregate import MIN_SEEDS_T
 from attnlab.report.calibration import ReaderCalibration
-from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot
 from attnlab.report.gallery import MAX_MAPS_SHOWN, ReaderMaps
 from attnlab.report.probes import ProbeSection
 from attnlab.report.reader_styles import description, ordered
+from attnlab.report.run_info import RunInfo
 from attnlab.report.tables import SummaryTable
 
 TEMPLATE = "index.html.j2"

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlab.report.discover import RunInfo
+from attnlab.report.run_info import RunInfo
 from attnlab.report.variants import counted
 from attnlab.runs.rundir import RunDir
 

@@ -7,8 +7,8 @@ is the seed band of the rest of the report (min-max, or a t-interval from `MIN_S
 seeds). The sentences are generated from the numbers, and nothing here names a reader: what
 a reader lacks (attention weights: no attended glyph, no saliency) is a column of NaNs.
 
-The metric declarations live with the computations (``attnlab.evaluation.interventions``), which
-imports torch; they are imported only when there are probes to show.
+The metric declarations live with the computations (``attnlab.evaluation.probe_summary``);
+they are imported only when there are probes to show.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from attnlab.evaluation.metrics import TOTAL
-from attnlab.io import PARTIAL, csv_text
+from attnlab.io import csv_text
+from attnlab.io.folders import PARTIAL
 from attnlab.report.aggregate import (
     TrainGroup,
     band_words,
@@ -28,7 +29,7 @@ from attnlab.report.aggregate import (
     seed_band,
     seeds_text,
 )
-from attnlab.report.discover import current_meta
+from attnlab.report.run_evals import current_meta
 from attnlab.report.variants import variant_key
 from attnlab.runs.probedir import ProbeDir
 
@@ -51,7 +52,7 @@ BOOTSTRAP = "bootstrap"  # the interval of a single seed: the probe's own, over 
 
 
 def _metrics():
-    from attnlab.evaluation.interventions import PROBE_METRICS, SUMMARY_COLUMNS
+    from attnlab.evaluation.probe_summary import PROBE_METRICS, SUMMARY_COLUMNS
 
     return PROBE_METRICS, SUMMARY_COLUMNS
 

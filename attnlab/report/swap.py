@@ -4,7 +4,7 @@ The report is built in a hidden folder ``.<name>.<random>.building`` beside its 
 the way ``mkdir`` makes a folder (0o777 under the process umask, which is never set, not even
 for a moment to read it) and locked (``flock``) while it is written. Files of the earlier
 report that are not the report's (a note someone keeps there) are linked, or copied where the
-filesystem cannot link, into the new one; then the two are swapped by attnlab.io's folder
+filesystem cannot link, into the new one; then the two are swapped by attnlab.io.folders'
 swap (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere the earlier report is renamed aside to
 ``.<name>.aside`` first). The writer kills itself at the named steps of ``attnlab.io.CRASH_AT``
 ("dir:written", "dir:exchanged", "dir:aside", "dir:placed", "dir:discarding"; the crash tests).
@@ -12,7 +12,7 @@ swap (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere the earlier report is rena
 The next report into the same place settles what a killed writer left there first: a report
 set aside without its replacement goes back (it is the only whole copy), hidden folders of
 this name that no live writer holds are removed. Other names beside it, another report's or
-another tool's, are left alone; and the building folder's suffix is not attnlab.io's
+another tool's, are left alone; and the building folder's suffix is not attnlab.io.folders'
 ``.partial``, whose sweep (``settle_dirs``) would remove it under a live writer.
 """
 
@@ -27,8 +27,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from attnlab import io as aio
-from attnlab.io import ASIDE, PARTIAL, WriteError, crash_point, fsync_dir, os_reason
+from attnlab.io import WriteError, crash_point, folders, fsync_dir, os_reason
+from attnlab.io.folders import ASIDE, PARTIAL
 
 BUILDING = ".building"
 # What report builders before this one set aside while swapping (``.<name>.old.partial``):
@@ -65,7 +65,7 @@ def settle(final: Path) -> list[Path]:
     if back:
         fsync_dir(parent)
     if (parent / f".{final.name}{ASIDE}").is_dir() and final.is_dir():
-        aio._discard(parent / f".{final.name}{ASIDE}")  # its replacement is in place
+        folders._discard(parent / f".{final.name}{ASIDE}")  # its replacement is in place
     names = {f".{final.name}{ASIDE}{PARTIAL}", f".{final.name}{OLD_ASIDE}"}  # being removed
     left = re.compile(  # unfinished: ours, or (mkdtemp's names) those of earlier builders
         re.escape(f".{final.name}.")
@@ -149,7 +149,7 @@ class Building:
             if replaced:
                 keep_files(self.final, self.folder, is_report_file)
             crash_point("dir:written")
-            aio._swap_in(self.folder, self.final)
+            folders._swap_in(self.folder, self.final)
         except OSError as err:
             raise WriteError(f"cannot write {self.shown}: {os_reason(err, self.final)}") from err
         return replaced

@@ -19,8 +19,8 @@ from matplotlib.ticker import NullLocator
 
 from attnlab.evaluation.metrics import TOTAL
 from attnlab.report.aggregate import band_words, interval_kind
-from attnlab.report.discover import RunInfo
 from attnlab.report.figures import Plot, file_name, legend_below, png_bytes, tight_layout
+from attnlab.report.run_info import RunInfo
 from attnlab.report.short_numbers import finite_number, short_number
 from attnlab.report.variants import SEP, styles, variant_colours
 

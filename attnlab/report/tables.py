@@ -22,7 +22,7 @@ from attnlab.report.aggregate import (
     length_key,
     seeds_text,
 )
-from attnlab.report.discover import RunInfo
+from attnlab.report.run_info import RunInfo
 
 # The metrics of the summary tables (summary.csv has them all).
 SUMMARY_METRICS: tuple[Metric, ...] = (METRIC["exact_acc"], METRIC["cer"])

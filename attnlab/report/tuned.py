@@ -1,8 +1,7 @@
 """The report's "Equal tuning budgets" section: what ``attnlab sweep tuned`` leaves.
 
-A study's root holds ``tuned.json`` (``attnlab.tasks.tuned``): its readers, objective,
-sampler, and where each reader's trials (``study/<reader>/trials.csv``) and its best trial's
-re-runs (``winners/<reader>/``) are. From those files only:
+The study as its files say (``tuned.json``, each reader's ``trials.csv``, where its
+best trial's re-runs are) is ``report.tuned_study``'s. From those files only:
 
 - the expected best validation objective against the number of trials n, per reader, by the
   unbiased and Dodge's estimators with their bootstrap bands (``report.expected_max``):
@@ -24,7 +23,6 @@ re-runs (``winners/<reader>/``) are. From those files only:
 from __future__ import annotations
 
 import io
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,57 +31,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnlab.config import OBJECTIVES
 from attnlab.evaluation.metrics import TOTAL
-from attnlab.report.budgets import Spent, ended_text, given_text, read_spent, spent_text
-from attnlab.report.compare import CompareRefused, Side, compare
-from attnlab.report.discover import NO_EVALUATION, RunInfo
+from attnlab.report.budgets import Spent, ended_text, read_spent, spent_text
+from attnlab.report.compare import Side, compare
 from attnlab.report.expected_max import COLUMNS, crossing_line, expected_max_frame
 from attnlab.report.figures import Plot, file_name
 from attnlab.report.reader_styles import baseline, ordered
+from attnlab.report.run_info import RunInfo
+from attnlab.report.same_strips import CompareRefused
 from attnlab.report.tables import signed_points
-from attnlab.report.tuned_checks import (
-    Trials,
-    budget_notes,
-    edge_lines,
-    improving_lines,
-    read_trials,
-    setup_line,
-    trial_steps,
-)
-from attnlab.runs.studydir import MANIFEST, STUDY, TRIALS_CSV
+from attnlab.report.tuned_checks import edge_lines, improving_lines, setup_line
+from attnlab.report.tuned_study import TunedStudy, read_study
 
 EXPECTED_MAX_CSV = "expected_max.csv"
 DASHES = {"unbiased": "-", "dodge": "--"}
-
-
-@dataclass
-class TunedStudy:
-    """One ``attnlab sweep tuned`` study, as its files say."""
-
-    root: Path
-    readers: list[str]
-    objective: str
-    maximize: bool
-    sampler: str
-    trials: int
-    scores: dict[str, list[float]]  # reader -> its complete trials' values
-    winners: dict[str, Path]  # reader -> the folder of its best trial's re-runs
-    best: dict[str, dict]  # reader -> its best trial (trial, dir, value, overrides)
-    axes: list[str] = field(default_factory=list)  # the search space as typed
-    dropped: dict[str, list[str]] = field(default_factory=dict)  # reader -> keys it lacks
-    steps: int | None = None  # train.steps of each trial
-    minutes: float | None = None  # train.minutes of each trial and re-run (tune.minutes)
-    trial_runs: dict[str, Trials] = field(default_factory=dict)  # reader -> its trials
-    checks: list[str] = field(default_factory=list)  # what its files say (tuned_checks)
-
-    @property
-    def budget(self) -> str:
-        """Each trial's budget: "6 steps per trial", "2 minutes per trial (at most N steps)"."""
-        if self.minutes is None:
-            return f"{self.steps} steps per trial" if self.steps else "steps per trial unknown"
-        most = f" (at most {self.steps} steps)" if self.steps else ""
-        return f"{given_text(self.minutes, None)} per trial{most}"
 
 
 @dataclass
@@ -95,88 +56,6 @@ class TunedSection:
     diffs: pd.DataFrame = field(default_factory=pd.DataFrame)  # comparisons.csv rows
     notes: list[str] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)  # the paired lines (also in ``lines``)
-
-
-def find_studies(paths: list[Path]) -> list[Path]:
-    """The study roots at or under ``paths``: folders holding tuned.json, or holding
-    ``study/<reader>/trials.csv`` without it (``read_study`` says so)."""
-    found = set()
-    for path in paths:
-        path = Path(path)
-        if (path / MANIFEST).is_file():
-            found.add(path)
-        elif path.is_dir():
-            found.update(p.parent for p in path.rglob(MANIFEST))
-            tables = path.rglob(f"{STUDY}/*/{TRIALS_CSV}")
-            found.update(p.parents[2] for p in tables if not (p.parents[2] / MANIFEST).is_file())
-    return sorted(found)
-
-
-def trials_train_only(runs: list[RunInfo], roots: list[Path]) -> None:
-    """A study's trials train and validate only (the sweeper's objective is the validation;
-    the winners are the ones evaluated): "no evaluation" is not a problem of theirs."""
-    studies = {(root / STUDY).resolve() for root in roots}
-    for run in runs:
-        if run.path.resolve().parent.parent in studies and NO_EVALUATION in run.problems:
-            run.problems.remove(NO_EVALUATION)
-
-
-class StudyUnreadable(Exception):
-    """A study's tuned.json or trials.csv that cannot be read, with why in one line."""
-
-
-def read_study(root: Path) -> TunedStudy:
-    try:
-        return _read_study(root)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise StudyUnreadable(f"study {root}: unreadable ({type(err).__name__}: {err})") from err
-
-
-def _read_study(root: Path) -> TunedStudy:
-    if not (root / MANIFEST).is_file():
-        held = sorted(p.parent.name for p in (root / STUDY).glob(f"*/{TRIALS_CSV}"))
-        raise StudyUnreadable(
-            f"study {root}: no {MANIFEST} (deleted?), though {root / STUDY} holds the trials of "
-            f"{', '.join(held)}: not reported as a study (what it was asked is unknown)"
-        )
-    data = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    objective = str(data["objective"])
-    readers = list(data["readers"])
-    digests = data.get("tables") or {}
-    trials = {
-        r: read_trials(
-            root / data["studies"][r], digests.get(r), f"{data['studies'][r]}/{TRIALS_CSV}"
-        )
-        for r in readers
-    }
-    study = TunedStudy(
-        root,
-        readers,
-        objective,
-        OBJECTIVES[objective][0] == "maximize",
-        str(data["sampler"]),
-        int(data["trials"]),
-        {r: t.values for r, t in trials.items()},
-        {r: root / d for r, d in data["winners"].items()},
-        dict(data.get("best", {})),
-        [str(a) for a in data.get("axes") or []],
-        dict(data.get("dropped") or {}),
-        trial_steps(data, trials),
-        _minutes(data.get("minutes")),
-        trials,
-    )
-    study.checks = [n for t in trials.values() for n in t.notes]
-    study.checks += budget_notes(trials, study.trials, study.dropped, study.axes)
-    return study
-
-
-def _minutes(value: object) -> float | None:
-    """tuned.json's minutes (a study written before them has none: steps only)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"minutes {value!r} is not a number")
-    return float(value)
 
 
 def _reference(readers: list[str]) -> str:

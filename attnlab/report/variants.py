@@ -27,8 +27,8 @@ from attnlab.config.experiment import patience_measure
 from attnlab.config.keys import ADDED_DEFAULTS, NEUTRAL_KEYS, flatten
 from attnlab.data.bank_keys import BANK_KEYS
 from attnlab.errors import UserError
-from attnlab.report.discover import RunInfo
 from attnlab.report.reader_styles import reader_key, shades
+from attnlab.report.run_info import RunInfo
 from attnlab.report.short_numbers import short_forms
 from attnlab.runs import drawn
 

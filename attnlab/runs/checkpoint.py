@@ -2,7 +2,8 @@
 
 A checkpoint (``Checkpoint``) holds the model, optimiser, scheduler, step, RNG states and the
 run's config as plain values, so a reader can be rebuilt from the file alone and loading a
-checkpoint someone sent you never runs code from it.
+checkpoint someone sent you never runs code from it. Which checkpoint a RUN argument names:
+``attnlab.runs.locate``; a checkpoint restored as a working reader: ``attnlab.runs.restore``.
 
 Adding a config field: when its default changes what a run computes, a checkpoint written
 before it existed was trained as if it had another value (the feature off). Raise FORMAT by
@@ -18,8 +19,6 @@ import io
 import pickle
 import warnings
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,10 @@ import torch
 from omegaconf import OmegaConf
 
 from attnlab.config import DataConfig, ExperimentConfig, model_schema
-from attnlab.errors import UserError, one_line
+from attnlab.errors import UserError, one_line, with_article
 from attnlab.io import write_bytes
 from attnlab.models import registry
 from attnlab.models.base import Reader
-from attnlab.runs import pretrained
-from attnlab.runs.rundir import RunDir
-from attnlab.runtime import resolve_device
 
 # Format 2: the model config holds the reader's own fields only (format 1 held every
 # reader's fields in one flat section; those files are read by dropping the others).
@@ -139,7 +135,9 @@ class Checkpoint:
             check_finite(weights, path)
         for key, kind in (("config", dict), ("reader", str), ("step", int)):
             if payload.get(key) is not None and not isinstance(payload[key], kind):
-                raise UserError(f"{path}: its {key!r} entry is {_a(type(payload[key]).__name__)}")
+                raise UserError(
+                    f"{path}: its {key!r} entry is {with_article(type(payload[key]).__name__)}"
+                )
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in payload.items() if k in known and v is not None}
         return cls(**{"reader": None, **values})
@@ -188,7 +186,7 @@ class Checkpoint:
         """Load the weights into ``reader``, which must be the kind of reader they are."""
         if self.reader != reader.name:
             raise UserError(
-                f"{path}: checkpoint holds {_a(self.reader)} reader, the config asks for "
+                f"{path}: checkpoint holds {with_article(self.reader)} reader, the config asks for "
                 f"{reader.name}"
             )
         try:
@@ -262,104 +260,3 @@ def _kind_of_file(path: Path) -> str | None:
 
 def _format_of(ckpt: Any) -> str:
     return str(ckpt.get("format")) if isinstance(ckpt, dict) else type(ckpt).__name__
-
-
-@dataclass
-class Restored:
-    """A checkpoint read back: the file's contents, its reader (eval mode, on the device) and
-    the run's config."""
-
-    ckpt: Checkpoint
-    reader: Reader
-    config: ExperimentConfig
-    device: torch.device
-
-
-def restore(path: Path, device: str = "auto") -> Restored:
-    """Load ``path`` and rebuild its reader on ``device`` (auto: CUDA when present).
-
-    A checkpoint inside a run directory must be that run's: its reader, model and data
-    config those of the run's ``.hydra/config.yaml`` (a copied-in best.pt of another reader
-    would otherwise be evaluated and counted as this run's)."""
-    ckpt = load(path)
-    check_belongs_to_run(ckpt, Path(path))
-    reader, cfg = ckpt.rebuild(path)
-    dev = resolve_device(device)
-    return Restored(ckpt, reader.to(dev), cfg, dev)
-
-
-def check_belongs_to_run(ckpt: Checkpoint, path: Path) -> None:
-    """Refuse a checkpoint in ``<run>/checkpoints/`` whose reader or config is not the run's.
-    Keys one side lacks (a config written by an older attnlab) are not compared."""
-    run = RunDir(path.parent.parent)
-    if path.parent != run.checkpoints or not run.is_run():
-        return
-    try:
-        config = OmegaConf.to_container(OmegaConf.load(run.config), resolve=True)
-    except Exception as err:
-        raise UserError(f"{run.config}: unreadable run config ({type(err).__name__})") from err
-    saved = ckpt.config
-    if not isinstance(config, dict) or not isinstance(saved, dict):
-        raise UserError(f"{path}: checkpoint or run config is not a config mapping")
-    theirs = str((config.get("model") or {}).get("name"))
-    for kind in (ckpt.reader, (saved.get("model") or {}).get("name")):
-        if kind is not None and str(kind) != theirs:
-            raise UserError(
-                f"{path}: checkpoint holds {_a(str(kind))} reader but its run {run.path} is "
-                f"{_a(theirs)} run: refused (a checkpoint copied from another run?)"
-            )
-    for section in ("model", "data"):
-        mine, run_side = saved.get(section) or {}, config.get(section) or {}
-        if not isinstance(mine, dict) or not isinstance(run_side, dict):
-            raise UserError(f"{path}: checkpoint config section {section} is not a mapping")
-        differ = sorted(k for k in mine.keys() & run_side.keys() if mine[k] != run_side[k])
-        if differ:
-            raise UserError(
-                f"{path}: checkpoint was trained with {section}.{differ[0]}={mine[differ[0]]!r} "
-                f"but its run {run.path} has {run_side[differ[0]]!r}: refused"
-            )
-
-
-@contextmanager
-def held(run_or_ckpt: Path | str, which: str, purpose: str) -> Iterator[Path]:
-    """The checkpoint to work from (``resolve``), with its run directory locked meanwhile
-    when it lies in one (a process reading a run must not see it change)."""
-    path = resolve(run_or_ckpt, which)
-    owner = RunDir(path.parent.parent)
-    if path.parent != owner.checkpoints:
-        yield path
-        return
-    with owner.lock(purpose):
-        yield path
-
-
-def output_root(ckpt_path: Path, kind: str) -> Path:
-    """Where results of ``kind`` (eval, probe) about a checkpoint go: ``<run>/<kind>`` for a
-    run's checkpoint; ``<stem>_<kind>`` beside a checkpoint outside a run directory."""
-    if pretrained.is_packaged(ckpt_path):  # never inside the installed package
-        return Path.cwd() / f"{pretrained.NAME}_{kind}"
-    run = RunDir(ckpt_path.parent.parent)
-    if ckpt_path.parent == run.checkpoints:
-        return run.path / kind
-    return ckpt_path.parent / f"{ckpt_path.stem}_{kind}"
-
-
-def resolve(run_or_ckpt: Path | str, which: str = "best") -> Path:
-    """A run directory (-> checkpoints/<which>.pt), a checkpoint file, or the word
-    ``pretrained``: the packaged reader (``attnlab.runs.pretrained``)."""
-    if pretrained.names_it(run_or_ckpt):
-        return pretrained.checkpoint_path()
-    p = Path(run_or_ckpt)
-    if p.is_dir():
-        ckpt = RunDir(p).checkpoint(which)
-        if not ckpt.is_file():
-            raise UserError(f"{p}: no {ckpt.relative_to(p)} (is it a finished attnlab run?)")
-        return ckpt
-    if not p.exists():
-        raise UserError(f"no such run directory or checkpoint: {p}")
-    return p
-
-
-def _a(word: str) -> str:
-    """``word`` with its indefinite article: "an attention", "a fixed", "an int"."""
-    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

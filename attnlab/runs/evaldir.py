@@ -39,7 +39,7 @@ class EvalMeta:
     """eval.json: what an evaluation read, with which checkpoint; written last.
 
     ``extra[STRIP_PRINTS]`` maps each length to a fingerprint of the strips read there: two
-    evaluations are paired strip by strip only where these are equal (report.compare).
+    evaluations are paired strip by strip only where these are equal (report.same_strips).
     """
 
     name: str

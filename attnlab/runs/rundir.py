@@ -36,7 +36,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from attnlab.io import PARTIAL, write_json, write_text
+from attnlab.io import write_json, write_text
+from attnlab.io.folders import PARTIAL
 from attnlab.runs.evaldir import EvalDir
 from attnlab.runs.jsonfiles import RunFileError, from_dict, load_json
 from attnlab.runs.runlock import RunLock
@@ -52,8 +53,8 @@ METRICS = "metrics.json"
 OBJECTIVE = "objective.json"  # {name, value, direction}: what a sweeper was returned
 EVAL = "eval"
 LOCK = ".lock"
-SPLIT = "data_split.json"  # data=folder: source, held-out strip ids, counts (source_train)
-# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.atomic_dir), or
+SPLIT = "data_split.json"  # data=folder: source, held-out strip ids, counts (split_record)
+# eval/.<name>.partial, probe/.<name>.partial: being written (attnlab.io.folders.atomic_dir), or
 # left by a killed process.
 # train_seconds: the training seconds spent when that validation ended (training.budget's
 # clock, over every command that trained the run): the report's curves against minutes

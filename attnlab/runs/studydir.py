@@ -2,7 +2,7 @@
 
 An optimising sweep (``hydra/sweeper=optuna``) leaves ``trial.json`` in each trial's job
 directory and ``trials.csv`` beside them (attnlab.tasks.trials). A ``sweep tuned`` study
-(written by attnlab.tasks.tuned, read by attnlab.report.tuned) is ``ROOT/tuned.json``, one
+(written by attnlab.tasks.tuned, read by attnlab.report.tuned_study) is ``ROOT/tuned.json``, one
 such sweep per reader under ``ROOT/study/<reader>/<trial>/`` and the re-run winners under
 ``ROOT/winners/<reader>/<job>/``.
 """

@@ -16,8 +16,9 @@ from attnlab.data.strips import StripBatch, pad_strips
 from attnlab.errors import UserError
 from attnlab.evaluation.figures import maps
 from attnlab.evaluation.inference import Readings, read_strips
-from attnlab.runs import checkpoint
+from attnlab.runs import locate
 from attnlab.runs.jsonfiles import RunFileError
+from attnlab.runs.restore import restore
 from attnlab.runs.rundir import RunDir
 
 
@@ -91,9 +92,9 @@ def read_files(
         return read_files_onnx(images, onnx, attention_dir, beam, say, crop)
     check_beam(beam, "--beam")
     RunTaskConfig.check_run(which, device)
-    ckpt = checkpoint.resolve(run, which)
+    ckpt = locate.resolve(run, which)
     say_if_training(run, ckpt)
-    got = checkpoint.restore(ckpt, device)
+    got = restore(ckpt, device)
     reader, cfg, dev = got.reader, got.config, got.device
     loaded, names, bad = load_files(images, lambda p, w: load_image(p, cfg.data.height, w, crop))
     if not loaded:

@@ -14,7 +14,7 @@ set, so any key the user gives wins.
   (``attnlab.training.finetune``), in one line naming the key.
 - ``data=folder`` without ``model=``: the reader of the one of ``HEIGHTS`` nearest (on a log
   scale) to the strips' own height once cropped to their ink, as training places them
-  (``attnlab.data.sources.median_own_height``: the strips it measures are the ones training
+  (``attnlab.data.strip_cache.median_own_height``: the strips it measures are the ones training
   then reads, decoded once), with the settings it trains best with (``SETTINGS``); a
   ``data.height`` given picks the reader of the height nearest it. With ``init_from``, RUN's
   reader instead. Either way, unless a preset sets its own, the budget ``BUDGET``.
@@ -158,7 +158,8 @@ def _own_height(args: list[str]) -> tuple[int, str] | None:
     path = unquoted(override_value(args, "data.path"))
     if path is None or "," in path:  # a sweep's list: each job measures its own
         return None
-    from attnlab.data.sources import median_own_height, open_source
+    from attnlab.data.sources import open_source
+    from attnlab.data.strip_cache import median_own_height
 
     crop = _flag(override_value(args, "data.crop"), default=True)
     try:
@@ -198,9 +199,9 @@ def _from_scratch(args: list[str], given: set[str]) -> tuple[list[str], list[str
 def source_config(source: str) -> Any:
     """RUN's composed config (``init_from=RUN``), from its checkpoint; one line when RUN
     cannot be read (the same line training would give)."""
-    from attnlab.runs import checkpoint
+    from attnlab.runs import checkpoint, locate
 
-    return checkpoint.load(checkpoint.resolve(source, "best")).run_config()
+    return checkpoint.load(locate.resolve(source, "best")).run_config()
 
 
 def _from_source(

@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from attnlab.errors import UserError, exit_with, one_line
 
-RUNNERS = ("cli.py", "tasks/run.py")  # frames that run a task, not where its error arose
+RUNNERS = ("cli/", "tasks/run.py")  # frames that run a task, not where its error arose
 PACKAGE = Path(__file__).parents[1]  # attnlab/
 SCHEMA_SUFFIX = "_schema"  # a reader's typed config in the ConfigStore (registry.register)
 
@@ -196,7 +196,7 @@ def _where(err: BaseException) -> str:
 
 def _inside(filename: str, here: Path) -> bool:
     path = Path(filename)
-    return path.is_relative_to(here) and path.relative_to(here).as_posix() not in RUNNERS
+    return path.is_relative_to(here) and not path.relative_to(here).as_posix().startswith(RUNNERS)
 
 
 def _raised_in_attnlab(err: BaseException) -> bool:

@@ -78,7 +78,7 @@ def export(cfg: DictConfig) -> None:
         raise UserError(f"export.out={e.out}: exists and is not a folder")
     strips = _sample(cfg, e.n, e.lengths, "export", e.seed, sort=False)
     if e.format == "lmdb":  # the layout data=folder data.path=OUT reads back
-        from attnlab.data.sources import export_lmdb
+        from attnlab.data.write_lmdb import export_lmdb
 
         if Path(e.out).exists() and any(Path(e.out).iterdir()) and not e.force:
             raise UserError(

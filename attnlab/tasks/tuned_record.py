@@ -49,7 +49,7 @@ ADDED_LATER = {"minutes": None}
 
 
 def settings(p: Any) -> dict[str, Any]:
-    """What the study computes, from its plan (``attnlab.tasks.tuned.Plan``)."""
+    """What the study computes, from its plan (``attnlab.tasks.tuned_plan.Plan``)."""
     return {
         "readers": p.readers,
         "trials": p.tune.trials,

@@ -34,7 +34,7 @@ from attnlab.data.sources import nfc
 from attnlab.errors import UserError
 from attnlab.models import encoders, registry
 from attnlab.models.tokens import DIGIT0
-from attnlab.runs import checkpoint
+from attnlab.runs import checkpoint, locate
 
 log = logging.getLogger("attnlab.train")
 
@@ -52,7 +52,7 @@ def init_from(
     into ``model``; returns the record the run keeps (path, step, what was re-initialised).
     ``split``: the new run's data record (data=folder), checked against what the source
     trained on (``check_leak``)."""
-    path = checkpoint.resolve(source, "best")
+    path = locate.resolve(source, "best")
     ckpt = checkpoint.load(path)
     before = ckpt.run_config()
     what = f"init_from={source}"

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from attnlab.config import plain_config
 from attnlab.config.experiment import patience_measure
-from attnlab.data.source_train import split_changes
+from attnlab.data.split_record import split_changes
 from attnlab.errors import UserError
 from attnlab.runs import checkpoint, drawn
 from attnlab.runs.checkpoint import Checkpoint

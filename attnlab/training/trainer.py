@@ -9,12 +9,13 @@ so a refused command leaves the run directory as it was. Its loop offers hooks t
 drives it (the benchmark): ``on_step`` after every step, the data stream as a parameter
 (``stream=``); ``timer`` sums the seconds spent drawing batches and in the step itself.
 A run ends at train.steps, train.minutes or train.patience (``attnlab.training.budget``).
+What one optimiser step computes, and how it fails, is ``attnlab.training.step``'s; what a
+run leaves when it ends (metrics.json), ``attnlab.training.run_end``'s.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -28,15 +29,14 @@ from attnlab.config import lengths_label, seen_lengths
 from attnlab.config.experiment import patience_measure
 from attnlab.data.strips import StripSynth
 from attnlab.data.training_data import training_data
-from attnlab.errors import UserError
 from attnlab.io import remove_orphans
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
 from attnlab.progress import Progress, use_rich
 from attnlab.runs import drawn
 from attnlab.runs.checkpoint import Checkpoint
-from attnlab.runs.rundir import RunDir, RunStatus, TrainMetrics
-from attnlab.runtime import autocast, bf16_autocast, device_label, resolve_device
+from attnlab.runs.rundir import RunDir, RunStatus
+from attnlab.runtime import bf16_autocast, resolve_device
 from attnlab.threads import FixedThreads, ThreadGovernor
 from attnlab.training import state
 from attnlab.training.average import WeightAverage
@@ -44,20 +44,17 @@ from attnlab.training.budget import Budget
 from attnlab.training.freeze import check_freeze, freeze, warn_random, warn_unloaded
 from attnlab.training.optim import Schedule, optimiser
 from attnlab.training.prepare import check_training, training_threads
+from attnlab.training.run_end import finish_run
 from attnlab.training.selftrain import Rounds, next_round
 from attnlab.training.state import Best, StepTimer, TrainState
+from attnlab.training.step import optimiser_step
 from attnlab.training.validation import (
     log_validation,
-    stopped_early,
     validate,
     write_validation,
 )
 
 log = logging.getLogger("attnlab.train")
-
-
-class NonFiniteLoss(UserError):
-    pass
 
 
 class Trainer:
@@ -171,41 +168,8 @@ class Trainer:
     # -- steps ---------------------------------------------------------------------------------
 
     def train_step(self) -> float:
-        try:
-            return self._train_step()
-        except (MemoryError, torch.OutOfMemoryError) as err:
-            raise UserError(_no_memory(self.cfg.train)) from err
-        except RuntimeError as err:
-            if "allocate" not in str(err):
-                raise
-            raise UserError(_no_memory(self.cfg.train)) from err
-
-    def _train_step(self) -> float:
-        self.model.train()
-        self.opt.zero_grad(set_to_none=True)
-        acc = self.cfg.train.accumulate
-        total = 0.0
-        for _ in range(acc):
-            drawn = time.perf_counter()
-            batch = self.stream.next()
-            self.timer.data_s += time.perf_counter() - drawn
-            images = batch.images.to(self.device, non_blocking=True)
-            widths = batch.widths.to(self.device)
-            with autocast(self.device, self.autocast):
-                loss = self.loss_fn(images, widths, batch.labels)
-            (loss / acc).backward()
-            total += float(loss.detach()) / acc
-        if not math.isfinite(total):
-            last = self.run_dir.checkpoint("last")
-            kept = f"the last good checkpoint is {last}" if last.exists() else "no checkpoint yet"
-            raise NonFiniteLoss(
-                f"non-finite loss ({total}) at step {self.step + 1}: training stopped, {kept} "
-                f"(try a lower optim.lr)"
-            )
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.optim.grad_clip)
-        self.opt.step()
-        self.state.schedule.step()
-        return total
+        """One optimiser step, not counted; its loss (``attnlab.training.step``)."""
+        return optimiser_step(self)
 
     def advance(self) -> float:
         """One optimiser step, counted; its loss."""
@@ -354,43 +318,6 @@ class Trainer:
         self.state.record(val_exact_acc=val["exact_acc"], val_cer=val["cer"], train_seconds=spent)
 
     def finish(self) -> dict[str, Any]:
-        """metrics.json and the history of a run trained to its end; its metrics."""
-        t, spent = self.cfg.train, self.state.seconds
-        strips = self.state.trained_steps * t.batch_size * t.accumulate
-        metrics = TrainMetrics(
-            reader=self.model.name,
-            step=self.step,
-            params=self.params,
-            elapsed_s=round(spent, 2),
-            strips_per_s=round(strips / max(spent, 1e-9), 1),
-            seen_lengths=self.seen,
-            val=self.state.last_val,
-            best=self.state.best.record(),
-            threads=self.threads.counts,
-            device=device_label(self.device),
-            stopped_early=stopped_early(self.state.history, t, self.step),
-            drawn_by=self.state.drawn_by,
-            budget=self.budget.record(self.step, spent, self.ended_by()),
-            self_training=self.state.rounds and self.state.rounds.record(taken=False),
-        )
-        self.run_dir.write_metrics(metrics)
-        self.run_dir.write_history(self.state.history)
-        self.writer.close()
-        log.info(
-            "done: step %d, validation exact %.2f%% CER %.2f%%, best %s %.4f at step %d; %s",
-            self.step,
-            100 * self.state.last_val["exact_acc"],
-            100 * self.state.last_val["cer"],
-            self.state.best.measure,
-            self.state.best.value or 0.0,
-            self.state.best.step,
-            self.run_dir.path,
-        )
-        return metrics.__dict__
-
-
-def _no_memory(t: Any) -> str:
-    return (
-        f"train.batch_size={t.batch_size}: cannot allocate a batch that large on this machine; "
-        f"use a smaller train.batch_size with train.accumulate=K (K micro-batches per step)"
-    )
+        """metrics.json and the history of a run trained to its end; its metrics
+        (``attnlab.training.run_end``)."""
+        return finish_run(self)

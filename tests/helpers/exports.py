@@ -27,10 +27,11 @@ def export_reader(reader, cfg, folder: Path, digest: str = "0" * 64) -> Path:
 def export_checkpoint(run: Path, which: str, folder: Path) -> Path:
     """The run's ``which`` checkpoint written as ``attnlab export`` writes it (the same
     ``write_graphs`` and source), without the parity check: tests of refusals."""
-    from attnlab.runs import checkpoint
+    from attnlab.runs import locate
+    from attnlab.runs.restore import restore
 
-    path = checkpoint.resolve(str(run), which)
-    got = checkpoint.restore(path, "cpu")
+    path = locate.resolve(str(run), which)
+    got = restore(path, "cpu")
     folder.mkdir(parents=True)
     source = {
         "checkpoint": str(path),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from attnlab.data.sources import export_lmdb
 from attnlab.data.strips import StripBatch, StripSynth
+from attnlab.data.write_lmdb import export_lmdb
 from attnlab.data.write_strips import export_folder
 from helpers.readers import tiny_config
 

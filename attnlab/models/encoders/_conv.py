@@ -1,8 +1,9 @@
 """What the deep conv encoders (``vgg``, ``resnet``) share: the field's recipe (CRNN, Shi et
 al. 2015; deep-text-recognition-benchmark's feature extractors) scaled for a CPU. Stages of
 3x3 convolutions with batch norm, each halving the height (and the width, while the stride
-asks for it), the remaining rows averaged into one, a linear layer per column to 2H, then the
-same BiGRU as the column encoder (``_recurrent.py``).
+asks for it), the remaining rows averaged into one (or joined: ``model.conv_rows``), a linear
+layer per column to 2H (or ``model.conv_features``), then the same BiGRU as the column encoder
+(``_recurrent.py``). ``encoder=plain`` is the tutorials' order instead (plain.py).
 
 Cost. Nothing runs at the strip's full resolution: the first stage's convolution is strided
 (2 rows, and 2 columns while the stride asks for it) and every later stage pools before its
@@ -41,15 +42,29 @@ import torch
 from torch import nn
 
 from attnlab.config.model import check_stages
+from attnlab.config.rules import require
+from attnlab.errors import UserError
 from attnlab.models import costs
 from attnlab.models.encoders._recurrent import ColumnStates
 
-KEYS = ("conv_channels",)  # what a conv encoder reads beyond the keys every encoder reads
+# What a conv encoder reads beyond the keys every encoder reads.
+KEYS = ("conv_channels", "conv_rows", "conv_features")
+ROWS = ("mean", "flatten")  # model.conv_rows: the remaining rows averaged, or joined
 
 
 def check(m: Any, height: int) -> None:
-    """``model.conv_channels``: one stage or more, enough for the stride, dividing the height."""
+    """``model.conv_channels``: one stage or more, enough for the stride, dividing the height;
+    then the keys every conv encoder reads (``check_columns``)."""
     check_stages(m, "conv_channels", height, "conv stages", at_least_one=True)
+    check_columns(m)
+
+
+def check_columns(m: Any) -> None:
+    """``model.conv_rows`` and ``model.conv_features``: how the remaining rows become a
+    column's vector, and its size."""
+    require(m.conv_rows in ROWS, "model.conv_rows", m.conv_rows, f"must be one of {'|'.join(ROWS)}")
+    ok = isinstance(m.conv_features, int) and m.conv_features >= 0
+    require(ok, "model.conv_features", m.conv_features, "must be >= 0 (0 = 2 x model.hidden)")
 
 
 def positions(row: torch.Tensor) -> torch.Tensor:
@@ -101,13 +116,21 @@ class MaskedBatchNorm2d(nn.BatchNorm2d):
 
 
 class ConvNorm(nn.Module):
-    """A convolution (square kernel, same padding, no bias; ``stride`` (rows, columns)) then
-    masked batch norm, the padded columns zeroed after it (and after the ReLU, ``relu``)."""
+    """A convolution (square kernel, same padding, no bias unless ``bias``: batch norm's shift
+    makes it redundant; ``stride`` (rows, columns)) then masked batch norm, the padded columns
+    zeroed after it (and after the ReLU, ``relu``)."""
 
-    def __init__(self, cin: int, cout: int, kernel: int = 3, stride: tuple[int, int] = (1, 1)):
+    def __init__(
+        self,
+        cin: int,
+        cout: int,
+        kernel: int = 3,
+        stride: tuple[int, int] = (1, 1),
+        bias: bool = False,
+    ):
         super().__init__()
         pad = kernel // 2
-        self.conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=pad, bias=False)
+        self.conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=pad, bias=bias)
         self.norm = MaskedBatchNorm2d(cout)
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor, relu: bool = True) -> torch.Tensor:
@@ -126,23 +149,40 @@ class ConvNorm(nn.Module):
 
 class ConvColumns(ColumnStates):
     """The column encoder surface (see ``attnlab.models.encoders``) over a conv stack that a
-    subclass builds: ``stages(channels, pools)`` returns modules with ``forward(x, keep) ->
-    (x, keep)`` and ``flops(h, w) -> (flops, h, w)``; together they halve the height
-    ``len(model.conv_channels)`` times and the width ``log2(model.stride)`` times."""
+    subclass builds: ``stages_for(channels, pools)`` returns modules with ``forward(x, keep)
+    -> (x, keep)`` and ``flops(h, w) -> (flops, h, w)``; each stage divides the rows and the
+    columns by its ``pools`` entry (rows, columns) (``pools_for``: by default 2 rows each, and
+    2 columns while ``model.stride`` asks). The rows left are averaged into one, or joined
+    into each column's vector (``model.conv_rows``), and a linear layer per column gives the
+    BiGRU ``model.conv_features`` (0: 2 x hidden) of them."""
 
     def __init__(self, cfg: Any, height: int, recurrent: bool = True):
         super().__init__(cfg, height)
         channels = list(cfg.conv_channels)
-        halvings = int(math.log2(cfg.stride))
+        pools = self.pools_for(cfg, len(channels))  # (rows, columns) each stage divides by
         # The config check refuses these in one line before an encoder is built.
-        assert 2**halvings == cfg.stride and halvings <= len(channels)
-        assert height % (2 ** len(channels)) == 0
-        pools = [2 if i < halvings else 1 for i in range(len(channels))]
+        assert math.prod(c for _, c in pools) == cfg.stride
+        assert height % math.prod(r for r, _ in pools) == 0
+        self.rows = height // math.prod(r for r, _ in pools)  # rows left after the stages
+        self.flatten = str(getattr(cfg, "conv_rows", "mean")) == "flatten"
+        size = int(getattr(cfg, "conv_features", 0) or 2 * cfg.hidden)
+        if not recurrent and size != 2 * cfg.hidden:
+            raise UserError(
+                f"model.conv_features={size}: a reader without the encoder's BiGRU reads its "
+                f"columns at 2 x model.hidden = {2 * cfg.hidden} (set 0)"
+            )
         self.stages = nn.ModuleList(self.stages_for(channels, pools))
-        self.proj = nn.Linear(channels[-1], 2 * cfg.hidden)  # each column's rows averaged
-        self.add_gru(cfg, recurrent)
+        self.proj = nn.Linear(channels[-1] * (self.rows if self.flatten else 1), size)
+        self.add_gru(cfg, recurrent, size)
 
-    def stages_for(self, channels: list[int], pools: list[int]) -> list[nn.Module]:
+    def pools_for(self, cfg: Any, stages: int) -> list[tuple[int, int]]:
+        """(rows, columns) each of ``stages`` stages divides by: 2 rows each, 2 columns in
+        the first log2(``model.stride``) stages."""
+        halvings = int(math.log2(cfg.stride))
+        assert 2**halvings == cfg.stride and halvings <= stages
+        return [(2, 2 if i < halvings else 1) for i in range(stages)]
+
+    def stages_for(self, channels: list[int], pools: list[tuple[int, int]]) -> list[nn.Module]:
         raise NotImplementedError
 
     def flop_terms(self, columns: int) -> list[costs.Term]:
@@ -162,9 +202,10 @@ class ConvColumns(ColumnStates):
     def features(self, images: torch.Tensor, widths: torch.Tensor, traced: bool = False):
         """images (B, H, W) with 1 = paper; widths (B,) real widths in pixels.
 
-        Returns the column features (B, T, 2H) before the BiGRU, 0 on padded columns, and
-        lengths (B,) in columns. T is the widest strip's columns; ``traced`` (the ONNX
-        export): the image's, ceil(W / stride), with no Python integer taken from a tensor.
+        Returns the column features (B, T, F) before the BiGRU (F: model.conv_features, or
+        2H), 0 on padded columns, and lengths (B,) in columns. T is the widest strip's
+        columns; ``traced`` (the ONNX export): the image's, ceil(W / stride), with no Python
+        integer taken from a tensor.
         """
         s = self.stride
         lengths = self.column_lengths(widths)  # (B,)
@@ -181,7 +222,10 @@ class ConvColumns(ColumnStates):
         keep = lengths * s  # real columns at the current resolution
         for stage in self.stages:
             x, keep = stage(x, keep)
-        x = x.mean(2).transpose(1, 2)  # (B, T, C): the remaining rows averaged
+        if self.flatten:  # (B, T, C * R): each column's rows joined, channel by channel
+            x = x.permute(0, 3, 1, 2).flatten(2)
+        else:
+            x = x.mean(2).transpose(1, 2)  # (B, T, C): the remaining rows averaged
         cols = positions(x[0, :, 0])
         real_cols = (cols[None, :] < lengths[:, None]).to(x.dtype)[..., None]  # (B, T, 1)
         return self.proj(x) * real_cols, lengths

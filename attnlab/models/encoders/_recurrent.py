@@ -31,9 +31,11 @@ class ColumnStates(nn.Module):
         self.stride, self.height, self.hidden = int(cfg.stride), height, int(cfg.hidden)
         self.normalize = bool(cfg.normalize_strips)
 
-    def add_gru(self, cfg: Any, recurrent: bool) -> None:
+    def add_gru(self, cfg: Any, recurrent: bool, size: int | None = None) -> None:
+        """The BiGRU over column vectors of ``size`` (2 x hidden unless given)."""
+        size = size or 2 * cfg.hidden
         self.gru = (
-            nn.GRU(2 * cfg.hidden, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True)
+            nn.GRU(size, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True)
             if recurrent
             else None
         )

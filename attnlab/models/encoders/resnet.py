@@ -72,6 +72,7 @@ class ResidualStage(nn.Module):
 )
 class ResNetEncoder(ConvColumns):
     def stages_for(self, channels, pools):
+        pools = [columns for _, columns in pools]  # every stage halves the rows
         return [
             Stem(channels[0], pools[0]),
             ResidualStage(channels[0], channels[0], None),

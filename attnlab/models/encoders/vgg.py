@@ -54,5 +54,5 @@ class VGGEncoder(ConvColumns):
         cins = [1, *channels[:-1]]
         return [
             VGGStage(cin, c, 1 if i < 2 else 2, pool, strided=i == 0)
-            for i, (cin, c, pool) in enumerate(zip(cins, channels, pools, strict=True))
+            for i, (cin, c, (_, pool)) in enumerate(zip(cins, channels, pools, strict=True))
         ]

@@ -13,10 +13,10 @@ import torch
 
 from attnlab.config.rules import check_at_least
 from attnlab.models import costs
+from attnlab.models.decoder_memory import AttentionMemory
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer
 from attnlab.models.stepwise import (
-    AttentionMemory,
     StepwiseConfig,
     StepwiseReader,
     gru_step,

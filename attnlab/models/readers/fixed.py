@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 from attnlab.models import costs
+from attnlab.models.decoder_memory import Memory
 from attnlab.models.registry import register
-from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
+from attnlab.models.stepwise import StepwiseConfig, StepwiseReader
 
 
 @dataclass

@@ -27,9 +27,10 @@ from torch import nn
 
 from attnlab.config.rules import check_at_least, require
 from attnlab.models import costs
+from attnlab.models.decoder_memory import AttentionMemory
 from attnlab.models.registry import register
 from attnlab.models.scoring import Attention, Scorer, masked_softmax
-from attnlab.models.stepwise import AttentionMemory, StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.stepwise import StepwiseConfig, StepwiseReader, gru_step
 
 
 class LocationFeatures(str, Enum):

@@ -28,9 +28,11 @@ from torch import nn
 
 from attnlab.config import rules
 from attnlab.models import costs, tokens
-from attnlab.models.readers.transformer_layers import Decoder, Encoder, Pos, Positions
+from attnlab.models.decoder_memory import Memory
+from attnlab.models.readers.transformer_layers import Decoder, Encoder
+from attnlab.models.readers.transformer_positions import Pos, Positions
 from attnlab.models.registry import register
-from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader
+from attnlab.models.stepwise import StepwiseConfig, StepwiseReader
 
 
 class Columns(str, Enum):

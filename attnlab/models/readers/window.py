@@ -30,9 +30,10 @@ from torch import nn
 
 from attnlab.config.rules import finite, require
 from attnlab.models import costs, tokens
+from attnlab.models.decoder_memory import Memory
 from attnlab.models.registry import register
 from attnlab.models.scoring import masked_softmax
-from attnlab.models.stepwise import Memory, StepwiseConfig, StepwiseReader, gru_step
+from attnlab.models.stepwise import StepwiseConfig, StepwiseReader, gru_step
 
 FORCE = 1e4  # logit bias that takes a token away (finite: oracle lengths may still need it)
 
