@@ -81,9 +81,9 @@ def test_a_character_no_font_has_is_refused_naming_it():
     assert len(str(err.value).splitlines()) == 1
 
 
-def test_a_character_no_font_has_is_one_line_and_no_run(tmp_path, attnlab_cli):
+def test_a_character_no_font_has_is_one_line_and_no_run(tmp_path, attnlab_run):
     run = tmp_path / "run"
-    res = attnlab_cli(
+    res = attnlab_run(
         "train", *TINY, f"data.charset='0123456789{NO_FONT}'", f"hydra.run.dir={run}",
         cwd=tmp_path,
     )  # fmt: skip
@@ -96,9 +96,9 @@ def test_a_character_no_font_has_is_one_line_and_no_run(tmp_path, attnlab_cli):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["attention", "ctc"])
-def test_a_tiny_training_on_a_wider_charset_runs(tmp_path, attnlab_cli, model):
+def test_a_tiny_training_on_a_wider_charset_runs(tmp_path, attnlab_run, model):
     run = tmp_path / "run"
-    res = attnlab_cli(
+    res = attnlab_run(
         "train", *TINY, f"model={model}", "data.charset=0123456789+-", "train.steps=4",
         "train.val_every=4", f"hydra.run.dir={run}", cwd=tmp_path,
     )  # fmt: skip

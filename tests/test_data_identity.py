@@ -106,9 +106,19 @@ def test_a_fine_tune_cannot_hold_out_its_sources_strips_however_it_reads_them(ru
 def test_eval_folder_refuses_strips_behind_the_weights_however_read(runs, fine_tuned, held, crop):
     """B reads with data.crop=false, A trained with the crop: ``eval B --folder p`` (or
     its BMP copy, at any eval.crop) reads A's training strips as a test: refused."""
-    res = run_cli("eval", fine_tuned, "--folder", runs[held], *crop, cwd=runs["root"])
+    res = run_cli(
+        "eval", fine_tuned, "--folder", runs[held], *crop, "eval.maps_k=0", cwd=runs["root"]
+    )
     one_line_error(res, "40 of its 40 strips were trained on by this run's weights")
-    ok = run_cli("eval", fine_tuned, "--folder", runs["v"], "eval.n_boot=10", cwd=runs["root"])
+    ok = run_cli(
+        "eval",
+        fine_tuned,
+        "--folder",
+        runs["v"],
+        "eval.n_boot=10",
+        "eval.maps_k=0",
+        cwd=runs["root"],
+    )
     assert ok.returncode == 0, ok.stderr
 
 

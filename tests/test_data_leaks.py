@@ -172,11 +172,11 @@ def _files(run):
 
 
 @pytest.mark.slow
-def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_cli):
+def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_run):
     run = tmp_path / "run"
     args = [*TINY, "model=attention", "data=folder", "data.path=src", "data.val_share=0.25"]
     args.append(f"hydra.run.dir={run}")
-    res = attnlab_cli("train", *args, "train.steps=2", cwd=tmp_path)
+    res = attnlab_run("train", *args, "train.steps=2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     first = json.loads((run / "data_split.json").read_text())
     before = _files(run)
@@ -190,20 +190,20 @@ def test_resuming_on_changed_data_is_refused(tmp_path, src, strips, attnlab_cli)
     fresh = _trainer(tmp_path / "fresh", src, "data.val_share=0.25")
     leaked = set(first["held_out"]) & set(fresh.stream.cache.ids)
     assert leaked  # what the refusal prevents, counted strip by strip
-    res = attnlab_cli("train", *args, "train.steps=4", cwd=tmp_path)
+    res = attnlab_run("train", *args, "train.steps=4", cwd=tmp_path)
     assert res.returncode == 2 and "4 strip(s) added" in res.stderr, res.stderr
     assert _files(run) == before  # nothing rewritten, data_split.json included
     # the same command from another directory, where data.path=src is another folder
     other = tmp_path / "elsewhere"
     shutil.copytree(src, other / "src")
-    res = attnlab_cli("train", *args, "train.steps=4", cwd=other)
+    res = attnlab_run("train", *args, "train.steps=4", cwd=other)
     assert res.returncode == 2 and f"not the folder {other / 'src'}" in res.stderr, res.stderr
     # labels changed in place (the 4 new rows dropped again first)
     lines = (src / "labels.csv").read_text().splitlines()[:41]
     name, label = lines[1].split(",")
     lines[1] = f"{name},{'1' if label != '1' else '2'}"
     (src / "labels.csv").write_text("\n".join(lines) + "\n")
-    res = attnlab_cli("train", *args, "train.steps=4", cwd=tmp_path)
+    res = attnlab_run("train", *args, "train.steps=4", cwd=tmp_path)
     assert res.returncode == 2 and "labels changed in place" in res.stderr, res.stderr
     assert _files(run) == before
 

@@ -92,7 +92,7 @@ def test_eval_folder_refuses_a_blank_strip(trained, tmp_path, attnlab_run, copy_
     run = copy_run(trained["attention"])
     folder = write_folder(tmp_path / "test", n=4, seed=33)
     line = add_blank(folder, "3x3", "tiny.png")
-    res = attnlab_run("eval", run, "--folder", folder, cwd=tmp_path)
+    res = attnlab_run("eval", run, "--folder", folder, "eval.maps_k=0", cwd=tmp_path)
     one_line_error(res, f"labels.csv:{line}:", "tiny.png", "too small to hold a digit")
     assert not (run / "eval").exists() or not any((run / "eval").glob("folder-*"))
 
@@ -189,7 +189,9 @@ def test_inversion_is_said_once_by_read_eval_and_the_api(trained, tmp_path, attn
         "each inverted to read it"
     ]
     run = copy_run(trained["attention"])
-    res = attnlab_run("eval", run, "--folder", folder, "eval.n_boot=10", cwd=tmp_path)
+    res = attnlab_run(
+        "eval", run, "--folder", folder, "eval.n_boot=10", "eval.maps_k=0", cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert [ln for ln in res.stderr.splitlines() if "light ink" in ln] == [
         f"attnlab: warning: {folder / 'labels.csv'}:2: {files[0]} and 5 more of the 6 "

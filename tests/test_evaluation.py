@@ -79,7 +79,7 @@ def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_r
 def test_eval_on_an_exported_folder(runs, tmp_path, attnlab_run):
     folder = tmp_path / "strips"
     export(attnlab_run, folder, 12, "2-4")
-    res = attnlab_run("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    res = attnlab_run("eval", runs["attention"], "--folder", folder, "eval.maps_k=0", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     (out,) = (runs["attention"] / "eval").glob("folder-strips-*-greedy")
     table = pd.read_csv(out / "metrics_by_length.csv", dtype={"length": str})
@@ -114,6 +114,6 @@ def test_bad_label_files_name_file_and_line(tmp_path, runs, attnlab_run):
     labels = folder / "labels.csv"
     rows = labels.read_text().splitlines()
     labels.write_text("\n".join([rows[0], rows[1], rows[2].split(",")[0] + ",12a", rows[3]]) + "\n")
-    res = attnlab_run("eval", runs["attention"], "--folder", folder, cwd=tmp_path)
+    res = attnlab_run("eval", runs["attention"], "--folder", folder, "eval.maps_k=0", cwd=tmp_path)
     assert res.returncode == 2
     assert f"{labels}:3:" in res.stderr and "12a" in res.stderr

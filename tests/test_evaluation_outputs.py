@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow  # a tiny training and three evaluations
 
 def test_the_packaged_readers_evaluation_says_where_it_goes(tmp_path):
     folder = plain_folder(tmp_path / "F", 12, seed=5)
-    res = run_cli("eval", "pretrained", "--folder", folder, "eval.n_boot=10", cwd=tmp_path)
+    res = run_cli(
+        "eval", "pretrained", "--folder", folder, "eval.n_boot=10", "eval.maps_k=0", cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     written = [p for p in (tmp_path / "pretrained_eval").iterdir()]
     assert len(written) == 1 and (written[0] / "eval.json").is_file()
@@ -40,7 +42,7 @@ def test_no_attention_entropy_for_a_reader_without_attention(trained, tmp_path):
     folder = plain_folder(tmp_path / "F", 12, seed=5)
     for run, has in ((ctc, False), (attention, True)):
         for extra in ([], ["--folder", folder]):
-            res = run_cli("eval", run, *extra, "eval.n_boot=10", cwd=tmp_path)
+            res = run_cli("eval", run, *extra, "eval.n_boot=10", "eval.maps_k=0", cwd=tmp_path)
             assert res.returncode == 0, res.stderr
             assert ("attention entropy" in res.stdout) is has
         for ev in (run / "eval").iterdir():

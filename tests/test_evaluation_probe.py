@@ -303,10 +303,10 @@ def test_probe_config_values_are_checked():
 # --------------------------------------------------------------------------- end to end
 
 
-def test_probe_command_and_report_section(trained, copy_run, attnlab_cli, tmp_path):
+def test_probe_command_and_report_section(trained, copy_run, attnlab_run, tmp_path):
     runs = {kind: copy_run(trained[kind], kind) for kind in ("attention", "fixed")}
     for kind, run in runs.items():
-        res = attnlab_cli(
+        res = attnlab_run(
             "probe", run, "probe.n=4", "probe.pool=120", "probe.lengths=[1,2]", cwd=tmp_path
         )
         assert res.returncode == 0, res.stderr
@@ -327,7 +327,7 @@ def test_probe_command_and_report_section(trained, copy_run, attnlab_cli, tmp_pa
         assert not list((run / "probe").glob(".*"))  # no partial folder left
 
     report = tmp_path / "report"
-    res = attnlab_cli("report", *runs.values(), "--out", report, cwd=tmp_path)
+    res = attnlab_run("report", *runs.values(), "--out", report, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     page = html.unescape((report / "index.html").read_text())
     md = (report / "summary.md").read_text()

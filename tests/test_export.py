@@ -25,12 +25,12 @@ from attnlab.export.sidecar import PARITY, SIDECAR, sha256
 
 
 @pytest.fixture(scope="module")
-def exports(trained, tmp_path_factory, attnlab_cli) -> dict[str, Path]:
+def exports(trained, tmp_path_factory, attnlab_run) -> dict[str, Path]:
     """``attnlab export RUN OUT`` of each trained lab reader, through the CLI."""
     root = tmp_path_factory.mktemp("exports")
     out = {}
     for kind in ("attention", "fixed"):
-        res = attnlab_cli("export", trained[kind], root / kind, cwd=root)
+        res = attnlab_run("export", trained[kind], root / kind, cwd=root)
         assert res.returncode == 0, res.stderr
         assert "parity:" in res.stdout and "export written to" in res.stdout
         out[kind] = root / kind
@@ -72,11 +72,11 @@ def test_export_passes_its_parity_check_and_records_its_figures(exports, kind):
     )
 
 
-def test_read_onnx_prints_what_read_prints(exports, trained, strip_files, attnlab_cli):
+def test_read_onnx_prints_what_read_prints(exports, trained, strip_files, attnlab_run):
     files, cwd = [str(p) for p in strip_files], strip_files[0].parent
-    torch_out = attnlab_cli("read", "--run", trained["attention"], *files, cwd=cwd)
+    torch_out = attnlab_run("read", "--run", trained["attention"], *files, cwd=cwd)
     maps = ["--attention", cwd / "maps"]
-    onnx_out = attnlab_cli("read", "--onnx", exports["attention"], *maps, *files, cwd=cwd)
+    onnx_out = attnlab_run("read", "--onnx", exports["attention"], *maps, *files, cwd=cwd)
     assert torch_out.returncode == 0 and onnx_out.returncode == 0, onnx_out.stderr
     table = onnx_out.stdout.splitlines()[: len(files) + 1]
     assert table == torch_out.stdout.splitlines() and len(set(table)) == len(files) + 1
@@ -107,7 +107,7 @@ def test_beam_search_of_the_reference_loop_reads_what_torch_reads(
 
 
 def test_eval_onnx_gives_evals_exact_accuracy_at_every_length(
-    exports, trained, copy_run, attnlab_cli, tmp_path
+    exports, trained, copy_run, attnlab_run, tmp_path
 ):
     from attnlab.config import EvalConfig
     from attnlab.evaluation.evaluate import evaluate_run
@@ -116,7 +116,7 @@ def test_eval_onnx_gives_evals_exact_accuracy_at_every_length(
     cfg = EvalConfig(n=6, lengths=[1, 5], n_boot=0, explore_n=0)
     evaluate_run(run, cfg, device="cpu", say=lambda _: None)
     args = ["--n", "6", "eval.lengths=[1,5]", "eval.n_boot=0", "eval.explore_n=0"]
-    res = attnlab_cli("eval", run, *args, "--onnx", exports["attention"], cwd=tmp_path)
+    res = attnlab_run("eval", run, *args, "--onnx", exports["attention"], cwd=tmp_path)
     assert res.returncode == 0, res.stderr
 
     def exact(name):
@@ -291,10 +291,10 @@ def test_a_crafted_export_is_refused_in_one_line_before_onnxruntime_loads_it(
     assert len(loaded) == (1 if case in step_cases else 0)
 
 
-def test_the_cli_refuses_a_crafted_export_with_exit_2(exports, strip_files, attnlab_cli, tmp_path):
+def test_the_cli_refuses_a_crafted_export_with_exit_2(exports, strip_files, attnlab_run, tmp_path):
     folder = _copy(exports["attention"], tmp_path)
     _custom_domain(folder)
-    res = attnlab_cli("read", "--onnx", folder, strip_files[0], cwd=tmp_path)
+    res = attnlab_run("read", "--onnx", folder, strip_files[0], cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert res.stderr.startswith("attnlab: error:") and "evil.ops" in res.stderr
     assert res.stdout == ""

@@ -39,9 +39,9 @@ def test_two_folders_of_one_name_get_two_evaluations_and_both_reach_the_report(
     a, b = tmp_path / "a" / "strips", tmp_path / "b" / "strips"
     export(attnlab_run, a, 6, tmp_path)
     export(attnlab_run, b, 2, tmp_path, "--seed", "1")
-    assert attnlab_run("eval", run, "--folder", a, cwd=tmp_path).returncode == 0
+    assert attnlab_run("eval", run, "--folder", a, "eval.maps_k=0", cwd=tmp_path).returncode == 0
     before = checksums(run)
-    res = attnlab_run("eval", run, "--folder", b, cwd=tmp_path)
+    res = attnlab_run("eval", run, "--folder", b, "eval.maps_k=0", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert lost(before, checksums(run)) == []  # the first evaluation is all there
     names = sorted(p.name for p in (run / "eval").iterdir())
@@ -56,11 +56,13 @@ def test_two_folders_of_one_name_get_two_evaluations_and_both_reach_the_report(
 
     # The same folder again replaces its own evaluation; a name given twice for other data
     # is refused in one line, and nothing is lost.
-    assert attnlab_run("eval", run, "--folder", a, cwd=tmp_path).returncode == 0
+    assert attnlab_run("eval", run, "--folder", a, "eval.maps_k=0", cwd=tmp_path).returncode == 0
     assert sorted(p.name for p in (run / "eval").iterdir()) == names
     before = checksums(run)
     of_a = next(n for n, c in counts.items() if c == 6)  # the name a's evaluation got
-    res = attnlab_run("eval", run, "--folder", b, f"eval.name={of_a}", cwd=tmp_path)
+    res = attnlab_run(
+        "eval", run, "--folder", b, f"eval.name={of_a}", "eval.maps_k=0", cwd=tmp_path
+    )
     assert res.returncode == 2, res.stdout[-2000:]
     one_line_error(res, "exists and read folder")
     unchanged(run, before)
@@ -114,7 +116,7 @@ def test_another_readers_checkpoint_in_a_run_is_refused_and_not_reported(
     run = copy_run(trained["attention"])
     shutil.copy(trained["fixed"] / "checkpoints" / "best.pt", run / "checkpoints" / "best.pt")
     before = checksums(run)
-    res = attnlab_run("eval", run, "eval.n=4", cwd=tmp_path)
+    res = attnlab_run("eval", run, "eval.n=4", "eval.maps_k=0", cwd=tmp_path)
     one_line_error(res, "fixed", "attention", "refused")
     res = attnlab_run("probe", run, "probe.n=2", "probe.pool=4", cwd=tmp_path)
     one_line_error(res, "fixed", "attention")

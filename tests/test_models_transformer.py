@@ -298,14 +298,14 @@ def test_a_column_encoder_without_its_bigru_gives_features_only():
 
 
 @pytest.mark.slow
-def test_eval_draws_per_head_maps_of_a_transformer_run(tmp_path, attnlab_cli):
+def test_eval_draws_per_head_maps_of_a_transformer_run(tmp_path, attnlab_run):
     run = tmp_path / "run"
-    res = attnlab_cli(
+    res = attnlab_run(
         "train", "preset=tiny", "model=transformer", "train.steps=3", "train.progress=plain",
         f"hydra.run.dir={run}", cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
-    res = attnlab_cli(
+    res = attnlab_run(
         "eval", run, "eval.n=6", "eval.maps_k=1", "eval.map_lengths=[3]", "eval.head_maps=1",
         cwd=tmp_path,
     )  # fmt: skip

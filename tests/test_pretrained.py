@@ -39,15 +39,15 @@ def test_it_reads_the_synthetic_test_strips_as_its_record_says():
     assert said["exact_acc"] >= 0.9  # a starting point worth starting from
 
 
-def test_read_run_pretrained_reads_exported_strips(tmp_path, attnlab_cli):
-    res = attnlab_cli(
+def test_read_run_pretrained_reads_exported_strips(tmp_path, attnlab_run):
+    res = attnlab_run(
         "data", "export", tmp_path / "strips", "--n", "6", "--lengths", "3-6", cwd=tmp_path
     )
     assert res.returncode == 0, res.stderr
     with open(tmp_path / "strips" / "labels.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     files = [tmp_path / "strips" / r["filename"] for r in rows]
-    res = attnlab_cli("read", *files, "--run", "pretrained", cwd=tmp_path)
+    res = attnlab_run("read", *files, "--run", "pretrained", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     header, *lines = res.stdout.splitlines()
     assert header.split() == ["file", "reading", "confidence"]
@@ -57,13 +57,13 @@ def test_read_run_pretrained_reads_exported_strips(tmp_path, attnlab_cli):
     assert right >= len(rows) - 1, (readings, [r["label"] for r in rows])
 
 
-def test_init_from_pretrained_fine_tunes_a_folder(tmp_path, attnlab_cli):
-    res = attnlab_cli(
+def test_init_from_pretrained_fine_tunes_a_folder(tmp_path, attnlab_run):
+    res = attnlab_run(
         "data", "export", tmp_path / "mine", "--n", "40", "--lengths", "2-5", cwd=tmp_path
     )
     assert res.returncode == 0, res.stderr
     run = tmp_path / "run"
-    res = attnlab_cli(
+    res = attnlab_run(
         "train",
         "data=folder",
         f"data.path={tmp_path / 'mine'}",

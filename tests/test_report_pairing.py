@@ -39,7 +39,15 @@ def _eval_folder(root: Path, folder: Path) -> str:
     """Both runs evaluated on ``folder``; the evaluation's name (the same for both)."""
     names = set()
     for run in ("h32", "h24"):
-        res = run_cli("eval", root / "runs" / run, "--folder", folder, "eval.n_boot=10", cwd=root)
+        res = run_cli(
+            "eval",
+            root / "runs" / run,
+            "--folder",
+            folder,
+            "eval.n_boot=10",
+            "eval.maps_k=0",
+            cwd=root,
+        )
         assert res.returncode == 0, res.stderr
         names |= {p.name for p in (root / "runs" / run / "eval").glob("folder-*")}
     assert len(names) == 1, names
@@ -78,13 +86,29 @@ def test_a_folder_changed_between_two_evaluations_is_not_paired(two_heights):
     another strip between the two runs' evaluations: not the same strips, not paired."""
     root = two_heights
     folder = plain_folder(root / "G", 24, seed=6)
-    res = run_cli("eval", root / "runs" / "h32", "--folder", folder, "eval.n_boot=10", cwd=root)
+    res = run_cli(
+        "eval",
+        root / "runs" / "h32",
+        "--folder",
+        folder,
+        "eval.n_boot=10",
+        "eval.maps_k=0",
+        cwd=root,
+    )
     assert res.returncode == 0, res.stderr
     first = (folder / "labels.csv").read_text().splitlines()[1].split(",")[0]
     elsewhere = plain_folder(root / "elsewhere", 1, seed=99)
     theirs = (elsewhere / "labels.csv").read_text().splitlines()[1].split(",")[0]
     shutil.copyfile(elsewhere / theirs, folder / first)  # another strip under its name
-    res = run_cli("eval", root / "runs" / "h24", "--folder", folder, "eval.n_boot=10", cwd=root)
+    res = run_cli(
+        "eval",
+        root / "runs" / "h24",
+        "--folder",
+        folder,
+        "eval.n_boot=10",
+        "eval.maps_k=0",
+        cwd=root,
+    )
     assert res.returncode == 0, res.stderr
     name = next(p.name for p in (root / "runs" / "h24" / "eval").glob("folder-G-*"))
     rows = _report(root, "report-g")

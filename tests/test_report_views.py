@@ -104,7 +104,7 @@ def test_nothing_to_pair_is_said_in_one_line(tmp_path):
 # --- 2. --compare by the label as printed, or a short form -----------------------------------
 
 
-def test_compare_takes_the_printed_label_and_short_forms(tmp_path, attnlab_cli):
+def test_compare_takes_the_printed_label_and_short_forms(tmp_path, attnlab_run):
     runs = two_widths(tmp_path / "runs")
     labels = ["fixed · model.hidden=16", "fixed · model.hidden=64"]
     printed = summary_lines(discover_runs([runs]))  # what the sweep prints
@@ -125,7 +125,7 @@ def test_compare_takes_the_printed_label_and_short_forms(tmp_path, attnlab_cli):
     assert set(rows["a"]) == {labels[0]} and set(rows["b"]) == {labels[1]}
     with pytest.raises(ReportError):
         build_report([runs], tmp_path / "x", ("train 2-5 · fixed · model.hidden=16", "fixed"))
-    res = attnlab_cli("report", runs, "--out", tmp_path / "y", "--compare", "fixed",
+    res = attnlab_run("report", runs, "--out", tmp_path / "y", "--compare", "fixed",
                       "model.hidden=16", cwd=tmp_path)  # fmt: skip
     one_line_error(res, "could mean 2 variants", *labels)
 

@@ -84,7 +84,7 @@ def same_run(a: Path, b: Path) -> None:
 
 @pytest.mark.slow
 def test_a_command_that_computes_another_run_is_refused_and_leaves_it_as_it_was(
-    trained, copy_run, attnlab_cli, tmp_path
+    trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     config = (run / ".hydra" / "config.yaml").read_bytes()
@@ -93,7 +93,7 @@ def test_a_command_that_computes_another_run_is_refused_and_leaves_it_as_it_was(
         ("seed=5", "another config (seed=0; this command: seed=5)"),
         ("optim.lr=0.001", "another optim config (optim.lr=0.006; this command: optim.lr=0.001)"),
     ):
-        res = attnlab_cli("train", *ATTENTION, override, f"hydra.run.dir={run}", cwd=tmp_path)
+        res = attnlab_run("train", *ATTENTION, override, f"hydra.run.dir={run}", cwd=tmp_path)
         one_line(res, named)
         assert (run / ".hydra" / "config.yaml").read_bytes() == config
         assert files(run, skip=(".lock", "train.log")) == before
@@ -123,11 +123,11 @@ def test_the_refusal_names_the_key_and_only_declared_keys_may_change():
 
 @pytest.mark.slow
 def test_a_finished_run_asked_again_stays_exactly_as_it_was(
-    trained, copy_run, attnlab_cli, tmp_path
+    trained, copy_run, attnlab_run, tmp_path
 ):
     run = copy_run(trained["attention"])
     before = files(run)
-    res = attnlab_cli("train", *ATTENTION, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *ATTENTION, f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "nothing to train" in res.stdout + res.stderr
     after = files(run)
@@ -288,9 +288,9 @@ def test_init_from_another_charset_maps_the_vocabulary_rows_by_character(trained
         assert torch.equal(got["attention.key.weight"], saved["attention.key.weight"])
 
 
-def test_non_finite_weights_in_init_from_are_named_as_such(trained, attnlab_cli, tmp_path):
+def test_non_finite_weights_in_init_from_are_named_as_such(trained, attnlab_run, tmp_path):
     bad = source_with_charset(trained["attention"], "0123456789", tmp_path / "bad.pt", "out.bias")
     run = tmp_path / "tuned"
-    res = attnlab_cli("train", *ATTENTION, f"init_from={bad}", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *ATTENTION, f"init_from={bad}", f"hydra.run.dir={run}", cwd=tmp_path)
     one_line(res, "non-finite weights (out.bias: 1 of 13 values NaN or infinite)", str(bad))
     assert "optim.lr" not in res.stderr and files(run) == {}

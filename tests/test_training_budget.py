@@ -61,10 +61,10 @@ def test_whichever_of_steps_patience_and_minutes_comes_first_ends_the_run():
 
 
 @pytest.fixture(scope="module")
-def budgeted(tmp_path_factory, attnlab_cli):
+def budgeted(tmp_path_factory, attnlab_run):
     """A tiny run of train.minutes=0.1 (6 s) with a train.steps it cannot reach."""
     tmp = tmp_path_factory.mktemp("budget")
-    res = attnlab_cli("train", *BUDGETED, f"hydra.run.dir={tmp / 'run'}", cwd=tmp)
+    res = attnlab_run("train", *BUDGETED, f"hydra.run.dir={tmp / 'run'}", cwd=tmp)
     assert res.returncode == 0, res.stderr
     return tmp / "run"
 
@@ -118,19 +118,19 @@ def test_a_spent_budget_asked_again_trains_nothing(budgeted, copy_run, attnlab_r
 
 
 def test_a_budget_of_more_minutes_than_steps_ends_at_the_steps_on_the_same_schedule(
-    trained, attnlab_cli, tmp_path
+    trained, attnlab_run, tmp_path
 ):
     """train.minutes=30 with preset=tiny's 30 steps: the steps end it first, and the rates
     are those of the run without a budget (the trained fixture)."""
     run = tmp_path / "run"
-    res = attnlab_cli("train", *TINY, "train.minutes=30", f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, "train.minutes=30", f"hydra.run.dir={run}", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["step"] == 30 and metrics["budget"]["ended_by"] == "steps"
     assert _lrs(run) == _lrs(trained["attention"])
 
 
-def test_a_resumed_budget_spends_what_was_left(tmp_path, attnlab_cli, cli_env):
+def test_a_resumed_budget_spends_what_was_left(tmp_path, attnlab_run, cli_env):
     args = [*BUDGETED[:-1], "train.checkpoint_every=5", f"hydra.run.dir={tmp_path / 'run'}"]
     run, last = tmp_path / "run", tmp_path / "run" / "checkpoints" / "last.pt"
     cmd = [sys.executable, "-m", "attnlab.cli", "train", *args]
@@ -146,7 +146,7 @@ def test_a_resumed_budget_spends_what_was_left(tmp_path, attnlab_cli, cli_env):
     first = torch.load(last, weights_only=True)
     spent_s, killed_at = first["timing"]["train_seconds"], first["step"]
     assert 0 < spent_s < 6.0
-    res = attnlab_cli("train", *args, cwd=tmp_path)
+    res = attnlab_run("train", *args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert f"resumed from {last} at step {killed_at}" in (run / "train.log").read_text()
     budget = json.loads((run / "metrics.json").read_text())["budget"]

@@ -267,7 +267,9 @@ def evaluated_copies(trained: dict, root: Path, run_cli, *overrides: str) -> dic
     for kind, run in trained.items():
         dest = root / kind
         shutil.copytree(run, dest, ignore=shutil.ignore_patterns(".lock"))
-        res = run_cli("eval", dest, "eval.n=4", "eval.n_boot=0", *overrides, cwd=root)
+        res = run_cli(
+            "eval", dest, "eval.n=4", "eval.n_boot=0", *overrides, "eval.maps_k=0", cwd=root
+        )
         assert res.returncode == 0, res.stderr
         out[kind] = dest
     return out
