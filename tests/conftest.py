@@ -159,8 +159,8 @@ def tiny_sweep(tmp_path_factory, attnlab_cli, worker_id):
 def _sweep_tiny(attnlab_cli, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     sweep = cwd / "sweep"
     result = attnlab_cli(
-        "sweep", "lengths", "preset=tiny", "seed=0", "eval.maps_k=1", "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
+        "sweep", "lengths", "preset=tiny", "seed=0", "eval.maps_k=1",
+        "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
         cwd=cwd, timeout=600,
     )  # fmt: skip
     return result, sweep
