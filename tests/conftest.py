@@ -310,3 +310,14 @@ def ref8() -> np.ndarray:
     strip = StripSynth(DataConfig()).sample(torch.tensor([4]), gen)
     a = np.round(strip.images[0, :, : int(strip.widths[0])].numpy() * 255).astype(np.uint8)
     return np.where(a > 200, 255, a).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module's tests (the benchmark's timings), as it was after."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

@@ -23,12 +23,7 @@ TINY = ["preset=tiny", "train.progress=plain", "train.threads=1"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # timings on one thread
 
 
 def test_compose_is_the_train_config_with_overrides():

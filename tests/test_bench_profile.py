@@ -15,12 +15,7 @@ from attnlab.bench.sections import SECTIONS
 TINY = ["preset=tiny", "train.progress=plain", "train.threads=1", "train.batch_size=8"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # timings on one thread
 
 
 def test_the_profile_breaks_one_recipe_step_into_its_phases(capsys):
