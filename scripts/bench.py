@@ -3,8 +3,10 @@ attnlab.bench (attnlab/bench/<section>.py, run by name by attnlab/bench/sections
 Sections: synth, train (strips/s, FLOPs per strip, GFLOP/s and the ratio to the machine's
 fp32 matmul peak), eval; when asked: converge, folder, typefaces, contention (idle and beside
 one CPU burner per CPU), profile (one recipe step by phase: the own-strips recipe's readers
-and the plain CRNN) and levers (channels-last, bf16 autocast: steps/s and validation
-accuracy against float32). Wall-clock figures: on a shared machine, run twice.
+and the plain CRNN), levers (channels-last, bf16 autocast: steps/s and validation
+accuracy against float32) and curves (what each candidate reader reads after 5, 15, ...
+minutes of one thread on your own strips, the plain CRNN as the reference: the recipe's
+choice, attnlab/bench/curves.py). Wall-clock figures: on a shared machine, run twice.
 
     python scripts/bench.py                        # synth, train, eval (1-2 minutes on CPU)
     python scripts/bench.py --only eval --run outputs/RUN   # time the default evaluation
@@ -14,6 +16,8 @@ accuracy against float32). Wall-clock figures: on a shared machine, run twice.
     python scripts/bench.py --only profile --threads 1   # crnn 64 px, ctc 32 px, plain CRNN
     python scripts/bench.py --only levers --threads 1 --override model=plain_crnn
     python scripts/bench.py --only levers --threads 1 --override data.height=64   # crnn
+    python scripts/bench.py --only curves --curves-data cap --minutes 5,15 --jobs 2
+        # cap/train, cap/val, cap/test: scripts/captcha_strips.py (docs/own-strips.md)
 """
 
 from __future__ import annotations
@@ -49,6 +53,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=2, help="contention: rounds (best kept)")
     p.add_argument("--profile-steps", type=int, default=3, help="profile: steps profiled")
     p.add_argument("--lever-steps", type=int, default=100, help="levers: steps before validation")
+    p.add_argument("--curves-data", type=Path, help="curves: DIR with train/, val/, test/")
+    p.add_argument("--curves-out", type=Path, default=Path("bench-curves"), help="curves: runs")
+    p.add_argument("--minutes", type=_floats, default=[5.0, 15.0], help="curves: budgets (5,15)")
+    p.add_argument("--candidate", action="append", help="curves: one candidate (repeatable)")
+    p.add_argument("--calibrate-minutes", type=float, default=1.5, help="curves: pace run")
+    p.add_argument("--pace", type=_pace, action="append", help="curves: NAME=STEPS_PER_MIN")
+    p.add_argument("--jobs", type=int, default=1, help="curves: trainings at once")
     p.add_argument("--threads", type=int, default=0, help="torch threads; 0 = torch's default")
     p.add_argument(
         "--override",
@@ -66,6 +77,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.threads:
         args.override = [f"train.threads={args.threads}", *args.override]
     return args
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _pace(text: str) -> tuple[str, float]:
+    name, _, value = text.rpartition("=")
+    return name, float(value)
 
 
 def main(argv: list[str] | None = None) -> int:

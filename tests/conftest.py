@@ -241,10 +241,12 @@ def copy_run(tmp_path) -> Callable[[Path], Path]:
 
 
 @pytest.fixture
-def killed_and_resumed(attnlab_cli):
+def killed_and_resumed(attnlab_cli, attnlab_run):
     """``killed_and_resumed(args, tmp_path) -> (whole, cut, step)``: trains ``args`` straight
     through into ``whole``, and into ``cut`` with a SIGKILL right after its first checkpoint,
     then resumes ``cut``; asserts both end with the same metrics, weights and history.
+    ``whole``, the reference, trains in this process (``attnlab_run``); the killed training
+    and the resume are real processes of their own, as a user's are.
 
     Both trainings get ``train.threads=1`` unless ``args`` name a count: the adaptive default
     follows the load of the moment (README, "threads"), and two thread counts sum a
@@ -261,7 +263,7 @@ def killed_and_resumed(attnlab_cli):
         if not any(a.startswith("train.threads=") for a in args):
             args = [*args, "train.threads=1"]
         whole, cut = tmp_path / "whole", tmp_path / "cut"
-        res = attnlab_cli("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path)
+        res = attnlab_run("train", *args, f"hydra.run.dir={whole}", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         cmd = [sys.executable, "-m", "attnlab.cli", "train", *args, f"hydra.run.dir={cut}"]
         proc = subprocess.Popen(

@@ -36,8 +36,26 @@ def test_free_layout_draws_each_font_with_its_own_margins(tmp_path):
     assert len(names) == 4 and all(Path(f).stem in " ".join(names) for f in fonts)
 
 
+@pytest.fixture
+def commands_in_process(monkeypatch, tmp_path):
+    """The benchmark's ``attnlab`` commands run by the CLI in this process
+    (tests/helpers/cli.py), failing as ``typefaces.attnlab`` fails: the same commands and
+    files, without a process (and its imports) each; what a subprocess adds is not what
+    these tests check."""
+    from helpers.cli import run_cli
+
+    def attnlab(*args: object) -> None:
+        res = run_cli(*args, cwd=tmp_path)
+        if res.returncode != 0:
+            raise SystemExit(f"typefaces: {args[:3]}... failed:\n{res.stderr[-2000:]}")
+
+    monkeypatch.setattr(typefaces, "attnlab", attnlab)
+
+
 @pytest.mark.slow
-def test_several_trainings_per_family_are_read_on_the_same_strips(tmp_path, capsys):
+def test_several_trainings_per_family_are_read_on_the_same_strips(
+    tmp_path, capsys, commands_in_process
+):
     # Real trainings (tiny, seconds each) and real evaluations, two seeds of one family.
     out = tmp_path / "bench"
     report = typefaces.main(

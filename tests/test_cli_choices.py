@@ -216,10 +216,10 @@ def test_data_commands_take_the_overrides_of_train(cli, tmp_path):
 # --- 5. an optimising sweep names its trials and its best one -------------------------------
 
 
-def test_an_optuna_study_names_its_trials_and_its_best(attnlab_cli, tmp_path):
+def test_an_optuna_study_names_its_trials_and_its_best(attnlab_run, tmp_path):
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep = tmp_path / "study"
-    res = attnlab_cli(
+    res = attnlab_run(
         "train", "-m", "preset=tiny", "train.progress=plain", "train.threads=1",
         "hydra/sweeper=optuna", "hydra.sweeper.sampler.seed=0", "hydra.sweeper.n_trials=2",
         "train.objective=val_exact", "optim.lr=interval(0.001,0.05)",

@@ -164,3 +164,40 @@ def test_a_stored_bank_gets_the_umasks_mode(cache, umask):
         os.umask(old)
     (kept,) = banks(cache)
     assert stat.S_IMODE(kept.stat().st_mode) == 0o666 & ~umask
+
+
+CHILD = """
+import sys, time
+from attnlab.config import DataConfig
+from attnlab.data import glyphs
+built = glyphs.build_bank
+def counted(key):
+    with open(sys.argv[1], "a") as f:
+        f.write("built\\n")
+    time.sleep(1.0)  # a slow build: the others start while it runs
+    return built(key)
+glyphs.build_bank = counted
+bank = glyphs.glyph_bank(DataConfig(**{SMALL!r}))
+print(tuple(bank.columns.shape))
+"""
+
+
+def test_processes_that_want_the_same_bank_at_once_build_it_once(cache, tmp_path):
+    """A sweep's jobs (or a test run's workers) starting on a fresh cache: one builds the
+    bank, the others wait for its lock and load it; every one gets the same bank."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "builds.txt"
+    script = CHILD.replace("{SMALL!r}", repr(SMALL))
+    env = {**os.environ, "ATTNLAB_CACHE": str(cache)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(marker)], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    assert marker.read_text() == "built\n"  # once, not three times
+    assert len({out for out, _ in outs}) == 1 and len(banks(cache)) == 1
+    assert [p.suffix for p in cache.glob("glyph-bank-*.lock")] == [".lock"]

@@ -68,16 +68,16 @@ def test_a_key_only_other_encoders_read_is_refused_naming_them(chosen, key):
     ],
 )
 def test_the_cli_refuses_another_encoder_s_key_in_one_line(
-    attnlab_cli, tmp_path, args, key, reader
+    attnlab_run, tmp_path, args, key, reader
 ):
     run = tmp_path / "r"
-    res = attnlab_cli("train", *TINY, *args, f"hydra.run.dir={run}", cwd=tmp_path)
+    res = attnlab_run("train", *TINY, *args, f"hydra.run.dir={run}", cwd=tmp_path)
     one_line_error(res, key, reader)
     assert not run.exists() or not any(run.iterdir())
 
 
-def test_a_sweep_refuses_another_encoder_s_key_before_its_first_job(attnlab_cli, tmp_path):
-    res = attnlab_cli(
+def test_a_sweep_refuses_another_encoder_s_key_before_its_first_job(attnlab_run, tmp_path):
+    res = attnlab_run(
         "train", "-m", *TINY, "encoder=resnet", "model.stem_channels=[4]", "seed=0,1",
         f"hydra.sweep.dir={tmp_path / 's'}", cwd=tmp_path,
     )  # fmt: skip

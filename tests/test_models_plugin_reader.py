@@ -43,38 +43,43 @@ class UniformReader(StepwiseReader):
 
 @pytest.mark.slow
 def test_a_third_reader_registered_only_here_runs_end_to_end(tmp_path, cli_env):
+    from helpers.cli import run_in_one_process
+
     (tmp_path / "uniform_reader.py").write_text(textwrap.dedent(PLUGIN))
     env = {**cli_env, "PYTHONPATH": str(tmp_path), "ATTNLAB_READERS": "uniform_reader"}
 
-    def cli(*args: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "attnlab.cli", *map(str, args)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-
-    listed = cli("readers")
-    assert listed.returncode == 0 and "uniform reader: the mean" in listed.stdout
-
+    # The plugin's commands one after the other in one fresh process (each command as the
+    # CLI runs it, the reader registered by ATTNLAB_READERS there, never in pytest's).
     run = tmp_path / "run"
-    res = cli(
-        "train", "model=uniform", "preset=tiny", "train.progress=plain", f"hydra.run.dir={run}"
-    )
-    assert res.returncode == 0, res.stderr
-    res = cli("eval", run, "eval.n=8", "eval.maps_k=1")
-    assert res.returncode == 0, res.stderr
+    listed, trained, evaluated, reported = run_in_one_process(
+        [
+            ["readers"],
+            ["train", "model=uniform", "preset=tiny", "train.progress=plain",
+             f"hydra.run.dir={run}"],
+            ["eval", run, "eval.n=8", "eval.maps_k=1"],
+            ["report", run, "--out", tmp_path / "report"],
+        ],
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert listed.returncode == 0 and "uniform reader: the mean" in listed.stdout
+    assert trained.returncode == 0, trained.stderr
+    assert evaluated.returncode == 0, evaluated.stderr
     ev = run / "eval" / "synthetic-greedy"
     assert (ev / "eval.json").is_file() and list((ev / "maps").glob("len*.png"))
     assert (ev / "attention_summary.png").is_file() and (ev / "pace.png").is_file()
 
-    res = cli("report", run, "--out", tmp_path / "report")
-    assert res.returncode == 0, res.stderr
+    assert reported.returncode == 0, reported.stderr
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "uniform" in summary
     page = (tmp_path / "report" / "index.html").read_text()
     assert "uniform reader: the mean of the column states" in page
 
-    # Without the plugin loaded, its checkpoint is refused with one clear line.
+    # Without the plugin loaded, its checkpoint is refused with one clear line (a real
+    # process of the CLI's own).
     del env["ATTNLAB_READERS"]
-    res = cli("eval", run, "eval.n=4")
+    res = subprocess.run(
+        [sys.executable, "-m", "attnlab.cli", "eval", str(run), "eval.n=4"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert res.returncode == 2 and "unknown reader 'uniform'" in res.stderr
     assert "ATTNLAB_READERS" in res.stderr and res.stderr.count("\n") == 1

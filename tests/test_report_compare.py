@@ -173,11 +173,14 @@ SWEEP = [
 
 
 @pytest.fixture(scope="module")
-def width_sweep(tmp_path_factory, attnlab_cli, attnlab_run):
+def width_sweep(tmp_path_factory, attnlab_run):
+    """The sweep in this process, one job after the other (hydra/launcher=basic): its
+    launcher is not what is tested here (test_tasks_sweep.py runs the default one), and the
+    jobs' imports and worker processes cost more than their trainings."""
     cwd = tmp_path_factory.mktemp("widths")
     sweep = cwd / "sweep"
-    result = attnlab_cli(
-        "sweep", "lengths", *SWEEP, f"hydra.sweep.dir={sweep}", cwd=cwd, timeout=900
+    result = attnlab_run(
+        "sweep", "lengths", *SWEEP, "hydra/launcher=basic", f"hydra.sweep.dir={sweep}", cwd=cwd
     )
     assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
     report = attnlab_run("report", sweep, "--out", cwd / "report", cwd=cwd)

@@ -14,9 +14,12 @@ from attnlab.tasks.compose import compose
 from attnlab.tasks.recipe import (
     BUDGET,
     HEIGHTS,
+    MINUTES,
     READERS,
+    TIERS,
     command_with,
     height_for,
+    reader_at,
     reader_keys,
     recipe_keys,
     resolve,
@@ -75,9 +78,10 @@ def test_what_the_command_names_is_left_as_it_is(args):
 
 def test_the_keys_given_win_and_a_preset_brings_its_own_budget():
     args, said = with_recipe(["data=folder", "optim.lr=0.01", "train.steps=50"])
-    rest = [b for b in BUDGET if not b.startswith("train.steps=")]
+    # train.steps named: the user's budget, no minutes beside it
+    rest = [b for b in BUDGET if not b.startswith(("train.steps=", "train.minutes="))]
     assert args == ["data=folder", "optim.lr=0.01", "train.steps=50", *SHORT, *rest]
-    assert "optim.lr" not in said
+    assert "optim.lr" not in said and "the budget: train.steps=50 as given" in said
     args, _ = with_recipe(["data=folder", "preset=tiny"])
     assert args == ["data=folder", "preset=tiny", *SHORT]
     # a height given: the reader of the height nearest it
@@ -87,6 +91,52 @@ def test_the_keys_given_win_and_a_preset_brings_its_own_budget():
     # +key and ++key name the key too
     args, _ = with_recipe(["data=folder", "++train.steps=7", "+model=ctc"])
     assert args == ["data=folder", "++train.steps=7", "+model=ctc"]
+
+
+def test_a_budget_in_minutes_picks_the_reader_that_reads_most_within_it_and_says_so():
+    """``train.minutes=M``: the reader of M's tier at the strips' height, the recipe's steps
+    ceiling and schedule beside it, and a line that says what was chosen, for which budget
+    and how long it takes; the default budget when none is named."""
+    assert all(t[0][0] == 0 for t in TIERS.values())  # every budget has a reader
+    assert all(
+        [start for start, _ in t] == sorted({start for start, _ in t}) for t in TIERS.values()
+    )
+    for height, tiers in TIERS.items():
+        for start, reader in tiers:
+            for minutes in (start + 0.5, start * 1.01 + 0.01):
+                args, said = with_recipe(
+                    ["data=folder", f"data.height={height}", f"train.minutes={minutes:g}"]
+                )
+                assert reader_at(height, minutes) == reader and f"model={reader}" in args
+                assert not [a for a in args[3:] if a.startswith("train.minutes=")]
+                assert "train.steps=1000000" in args and "optim.schedule=linear" in args
+                assert f"model={reader} reads the most at {height} px" in said
+                assert f"train.minutes={minutes:g} (as given): training ends within" in said
+    args, said = with_recipe(["data=folder", "data.height=64"])
+    assert f"model={READERS[64]}" in args and f"train.minutes={MINUTES:g}" in args
+    assert f"train.minutes={MINUTES:g} (the default budget): training ends within" in said
+    assert READERS == {h: reader_at(h, MINUTES) for h in HEIGHTS}
+    # train.minutes=null (off): the steps are the budget, no ceiling of a million steps
+    for off in ("null", "0"):
+        args, said = with_recipe(["data=folder", f"train.minutes={off}"])
+        assert not [a for a in args if a.startswith("train.steps=")], args
+        assert f"train.minutes={off} as given: train.steps" in said
+    # a train.minutes that is not a number: the default budget's reader (the config says why)
+    args, _ = with_recipe(["data=folder", "data.height=64", "train.minutes=soon"])
+    assert f"model={READERS[64]}" in args
+
+
+def test_self_training_gets_a_budget_in_steps_not_minutes():
+    """data.unlabelled trains in rounds sized in steps and refuses train.minutes: the recipe
+    gives it ROUNDS_BUDGET, never the minutes that self-training would refuse."""
+    from attnlab.tasks.recipe import ROUNDS_BUDGET
+
+    args, said = with_recipe(["data=folder", "data.unlabelled=more"])
+    assert args == ["data=folder", "data.unlabelled=more", *SHORT, *ROUNDS_BUDGET]
+    assert not [a for a in args if a.startswith("train.minutes=")]
+    assert "data.unlabelled: rounds sized in steps" in said
+    args, _ = with_recipe(["data=folder", "data.unlabelled=null"])  # none: the minutes
+    assert f"train.minutes={MINUTES:g}" in args
 
 
 @pytest.mark.parametrize("named", ["data.augment=[affine]", "data.elastic=1.0", "data.augmented=1"])
@@ -133,7 +183,8 @@ def test_compose_gives_the_config_the_command_line_trains(attnlab_run, tmp_path)
     folder = scaled_strips(tmp_path / "tall", 2.0)
     mine = ["data=folder", f"data.path={folder}"]
     cfg = compose(mine)
-    assert cfg.model.name == READERS[64] and cfg.data.height == 64 and cfg.train.patience == 4
+    assert cfg.model.name == READERS[64] and cfg.data.height == 64 and cfg.train.patience is None
+    assert cfg.train.minutes == MINUTES and cfg.optim.schedule == "linear"
     for args in (["--cfg", "job", *mine], [*mine, "--cfg", "job"]):
         res = attnlab_run("train", *args, cwd=tmp_path)
         assert res.returncode == 0, res.stderr

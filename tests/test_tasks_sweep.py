@@ -86,9 +86,9 @@ def test_sweep_job_complete(tiny_sweep, reader):
         assert maps == []  # the fixed-context reader has no attention weights
 
 
-def test_report_of_sweep(tiny_sweep, attnlab_cli, tmp_path):
+def test_report_of_sweep(tiny_sweep, attnlab_run, tmp_path):
     _, sweep = tiny_sweep
-    result = attnlab_cli("report", sweep, "--out", tmp_path / "report", cwd=tmp_path)
+    result = attnlab_run("report", sweep, "--out", tmp_path / "report", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     index = tmp_path / "report" / "index.html"
     assert index.stat().st_size > 1000
@@ -145,22 +145,23 @@ def test_failed_job_does_not_lose_the_others(attnlab_cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_sweep_preset_sets_train_lengths(attnlab_cli, tmp_path):
+def test_sweep_preset_sets_train_lengths(attnlab_run, tmp_path):
     # optim.lr=1e30 makes each job stop at its second step (a non-finite loss), after it
-    # wrote its config (train.steps=0 is refused before any job starts).
+    # wrote its config (train.steps=0 is refused before any job starts). In this process,
+    # on hydra/launcher=basic: the composition is what is tested, not the launcher.
     sweep = tmp_path / "s3"
-    result = attnlab_cli(
+    result = attnlab_run(
         "sweep", "lengths", "preset=tiny", "seed=0", "model=fixed", "optim.lr=1e30",
-        f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+        "hydra/launcher=basic", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 1
     (job,) = [p.parent.parent for p in sweep.glob("*/.hydra/config.yaml")]
     assert job_config(job)["data"]["train_lengths"] == [1, 3]
 
 
-def test_slurm_launcher_cfg_hydra(attnlab_cli, tmp_path):
+def test_slurm_launcher_cfg_hydra(attnlab_run, tmp_path):
     overrides = ["hydra/launcher=slurm", "preset=gpu", "hydra.launcher.partition=gpu"]
-    result = attnlab_cli("sweep", "lengths", *overrides, "--cfg", "hydra", cwd=tmp_path)
+    result = attnlab_run("sweep", "lengths", *overrides, "--cfg", "hydra", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     launcher = yaml.safe_load(result.stdout)["hydra"]["launcher"]
     assert launcher["_target_"] == SLURM_LAUNCHER and launcher["partition"] == "gpu"

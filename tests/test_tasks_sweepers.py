@@ -26,10 +26,10 @@ def objectives(sweep):
 
 
 @pytest.mark.slow
-def test_a_maximised_objective_gets_a_maximising_study(attnlab_cli, tmp_path):
+def test_a_maximised_objective_gets_a_maximising_study(attnlab_run, tmp_path):
     # The command: Optuna's default direction is minimize, val_exact is maximised.
     sweep = tmp_path / "study"
-    res = attnlab_cli(
+    res = attnlab_run(
         *STUDY, "hydra.sweeper.n_trials=3", "train.objective=val_exact",
         "optim.lr=interval(0.0001,0.01)", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
@@ -61,9 +61,9 @@ def test_a_maximised_objective_gets_a_maximising_study(attnlab_cli, tmp_path):
         (["train.objective=unseen_exact"], "is measured by an evaluation"),
     ],
 )
-def test_a_sweep_that_cannot_work_is_refused_before_any_trial(attnlab_cli, tmp_path, args, said):
+def test_a_sweep_that_cannot_work_is_refused_before_any_trial(attnlab_run, tmp_path, args, said):
     sweep = tmp_path / "study"
-    res = attnlab_cli(*STUDY, "hydra.sweeper.n_trials=2", *args, f"hydra.sweep.dir={sweep}",
+    res = attnlab_run(*STUDY, "hydra.sweeper.n_trials=2", *args, f"hydra.sweep.dir={sweep}",
                       cwd=tmp_path)  # fmt: skip
     assert res.returncode == 2, res.stderr[-3000:]
     assert said in res.stderr and res.stderr.count("\n") == 1, res.stderr
@@ -71,10 +71,10 @@ def test_a_sweep_that_cannot_work_is_refused_before_any_trial(attnlab_cli, tmp_p
 
 
 @pytest.mark.slow
-def test_a_failing_trial_leaves_the_finished_trials_results(attnlab_cli, tmp_path):
+def test_a_failing_trial_leaves_the_finished_trials_results(attnlab_run, tmp_path):
     # warmup -1 is refused by the config check: that trial fails, the others train.
     sweep = tmp_path / "study"
-    res = attnlab_cli(
+    res = attnlab_run(
         *STUDY, "hydra.sweeper.n_trials=4", "train.objective=val_cer",
         "optim.warmup_steps=choice(0,-1)", "optim.lr=interval(0.001,0.05)",
         f"hydra.sweep.dir={sweep}", cwd=tmp_path,
@@ -88,7 +88,7 @@ def test_a_failing_trial_leaves_the_finished_trials_results(attnlab_cli, tmp_pat
     assert results["best_params"]["optim.warmup_steps"] == 0
 
     # Every trial failed: one line, not Optuna's traceback.
-    res = attnlab_cli(
+    res = attnlab_run(
         *STUDY, "hydra.sweeper.n_trials=2", "train.objective=val_cer",
         "optim.warmup_steps=choice(-2,-1)", f"hydra.sweep.dir={tmp_path / 'none'}", cwd=tmp_path,
     )  # fmt: skip

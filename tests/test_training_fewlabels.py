@@ -116,14 +116,17 @@ def test_the_draw_order_is_nested_balanced_and_says_where_a_length_runs_short(ca
 
 
 @pytest.fixture(scope="module")
-def curve(tmp_path_factory, attnlab_cli, attnlab_run, trained, strips):
-    """A tiny data-needs sweep: 2 limits x scratch/fine-tuned, seed 0, then its report."""
+def curve(tmp_path_factory, attnlab_run, trained, strips):
+    """A tiny data-needs sweep: 2 limits x scratch/fine-tuned, seed 0, then its report.
+    In this process, one job after the other (hydra/launcher=basic): the launcher is not
+    what is tested here (test_tasks_sweep.py runs the default one), and the jobs' imports
+    and worker processes cost more than their trainings."""
     root = tmp_path_factory.mktemp("curve")
     sweep = root / "sweep"
     src = trained["attention"]
-    res = attnlab_cli("sweep", "lengths", *TINY, "model=attention", "seed=0", "data=folder",
+    res = attnlab_run("sweep", "lengths", *TINY, "model=attention", "seed=0", "data=folder",
                       f"data.path={strips}", "data.limit=20,60", f"init_from=null,{src}",
-                      f"hydra.sweep.dir={sweep}", cwd=root, timeout=600)  # fmt: skip
+                      "hydra/launcher=basic", f"hydra.sweep.dir={sweep}", cwd=root)  # fmt: skip
     assert res.returncode == 0, res.stderr
     rep = attnlab_run("report", sweep, "--out", root / "report", cwd=root)
     assert rep.returncode == 0, rep.stderr

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from attnlab.bench import common, contention, converge, folder, synth, train, typefaces
+from attnlab.bench import common, contention, converge, curves, folder, synth, train, typefaces
 from attnlab.bench import eval as evaluation
 from attnlab.bench import levers as lever_bench
 from attnlab.bench import profile as step_profile
 
 SECTIONS = (
-    "synth", "train", "eval", "converge", "typefaces", "folder", "contention", "profile", "levers"
+    "synth", "train", "eval", "converge", "typefaces", "folder", "contention", "profile", "levers",
+    "curves",
 )  # fmt: skip
 
 
@@ -57,6 +58,12 @@ def run_section(name: str, args: Namespace, device: str) -> dict:
         reader = args.reader or "crnn"
         r = lever_bench.run(reader, device, args.override, args.train_seconds, args.lever_steps)
         lever_bench.show(r, device)
+    elif name == "curves":
+        r = curves.run(
+            *curves_folders(args), args.curves_out, args.minutes, args.candidate or None,
+            args.calibrate_minutes, args.jobs, args.override, dict(args.pace or []),
+        )  # fmt: skip
+        curves.show(r)
     elif name == "folder":
         r = folder.run(reader, device, args.train_seconds, args.override, args.folder_n)
         folder.show(r, device)
@@ -67,6 +74,14 @@ def run_section(name: str, args: Namespace, device: str) -> dict:
         )
         converge.show(r, device)
     return r
+
+
+def curves_folders(args: Namespace) -> tuple:
+    """curves: the training, validation and test folders (--curves-data DIR: DIR/train,
+    DIR/val, DIR/test)."""
+    if args.curves_data is None:
+        raise SystemExit("bench: --only curves needs --curves-data DIR (DIR/train, val, test)")
+    return tuple(args.curves_data / part for part in ("train", "val", "test"))
 
 
 def machine_line(info: dict, device: str) -> str:

@@ -5,7 +5,8 @@ character rendered in every font, size and stroke, then warped and blurred into 
 variants), and every command that draws strips needs it: ``attnlab train``, ``eval``,
 ``probe``, ``data preview`` and ``export``, and each sweep job. Within a process it is built once
 (``attnlab.data.glyphs.glyph_bank``); this module keeps it on disk so that the next process
-loads it in a fraction of a second.
+loads it in a fraction of a second, and processes that want it at once (a sweep's jobs on a
+fresh cache) build it once: one holds its lock file while it builds, the others wait and load.
 
 A bank is stored in the cache folder (``$ATTNLAB_CACHE``, else ``$XDG_CACHE_HOME/attnlab``,
 else ``~/.cache/attnlab``) under a name that hashes everything it depends on: the data keys
@@ -23,11 +24,12 @@ It holds at most ``KEEP`` banks: storing another removes the least recently used
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,19 +165,56 @@ def load_or_build(digest: str, build: Callable[[], GlyphBank], want: Shape) -> G
     if folder is None:
         return build()
     path = folder / f"glyph-bank-{digest}.pt"
-    if path.is_file():
-        try:
-            bank = from_dict(torch.load(path, weights_only=True), want)
-            _touch(path)
-            return bank
-        except OtherShape as err:
-            log.warning("glyph bank cache %s holds another bank (%s); building it again", path, err)
-        except Exception as err:  # cut short, or not a bank: build it again
-            log.warning("glyph bank cache %s unreadable (%s); building it again", path, err)
-    bank = build()
-    _store(path, to_dict(bank))
+    bank = _load(path, want) if path.is_file() else None
+    if bank is not None:
+        return bank
+    with _building(path):  # one process builds it; the others wait, then load it
+        waited = _load(path, want, say=False) if path.is_file() else None
+        if waited is not None:
+            return waited
+        bank = build()
+        _store(path, to_dict(bank))
     _forget_oldest(folder)
     return bank
+
+
+def _load(path: Path, want: Shape, say: bool = True) -> GlyphBank | None:
+    """The bank stored at ``path`` if it has the shape ``want``; None (with a warning line
+    where ``say``) when it is another bank or cannot be read: it is then built again."""
+    try:
+        bank = from_dict(torch.load(path, weights_only=True), want)
+    except OtherShape as err:
+        if say:
+            log.warning("glyph bank cache %s holds another bank (%s); building it again", path, err)
+        return None
+    except Exception as err:  # cut short, or not a bank: build it again
+        if say:
+            log.warning("glyph bank cache %s unreadable (%s); building it again", path, err)
+        return None
+    _touch(path)
+    return bank
+
+
+@contextlib.contextmanager
+def _building(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock file (``.lock`` beside it, ``flock``: the kernel drops it when
+    its holder dies) while one process builds and stores the bank, so that the jobs of a
+    sweep, or the workers of a test run, that start on a fresh cache build it once, not once
+    each; nothing is held where the folder cannot be written or locked."""
+    fd = None
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except (ImportError, OSError):  # not POSIX, read-only, no locks: build without waiting
+        pass
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
 
 
 def to_dict(bank: GlyphBank) -> dict[str, Any]:
@@ -236,6 +275,7 @@ def _forget_oldest(folder: Path) -> None:
         kept = sorted(folder.glob("glyph-bank-*.pt"), key=lambda p: p.stat().st_mtime_ns)
         for old in kept[:-KEEP]:
             old.unlink(missing_ok=True)
+            old.with_suffix(".lock").unlink(missing_ok=True)
     except OSError:  # another process removed one meanwhile, or the folder is not ours
         pass
 

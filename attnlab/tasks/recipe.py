@@ -39,12 +39,19 @@ from attnlab.config.overrides import (
 from attnlab.errors import UserError
 
 HEIGHTS = (32, 64)  # data.height the recipe reads strips at (the lab's, and twice it)
-# The reader at each height, chosen on validation captchas of the third-party `captcha`
-# package (2,500 steps of 64): strips downscaled to 32 px read alike with model=ctc and
-# model=crnn (93.8% / 91.5% validation; 92.0% test each) at a third of crnn's step time;
-# at 64 px the CRNN's VGG encoder reads what the column encoder cannot (99.25% against
-# 97.75% validation; 98.8% against 97.2% test, 100% against 94% on lengths 9-10).
-READERS = {32: "ctc", 64: "crnn"}
+# The reader at each height by budget: (from this many minutes on, the reader), the last tier
+# a budget reaches. Chosen on 400 validation captchas of the third-party `captcha` package
+# (85 px once cropped: read at 64 px) after budgets of 5 and 15 minutes of one thread, each
+# sized in steps at the reader's measured pace (scripts/bench.py --only curves;
+# docs/own-strips.md, "Which reader for my strips?"); the test captchas were read once per
+# run, never chosen on. At 64 px the column encoder's cheap steps read more in 5 minutes
+# (ctc 95.2% against crnn 94.5%), the VGG encoder's more in 15 (98.2% against 96.7%): the
+# tier changes between the two, at 10 minutes. At 32 px ctc read the most of the
+# candidates measured (the plain CRNN 89.8% at 5 minutes against ctc's 94.8%).
+TIERS: dict[int, tuple[tuple[float, str], ...]] = {
+    32: ((0.0, "ctc"),),
+    64: ((0.0, "ctc"), (10.0, "crnn")),
+}
 
 
 @dataclass(frozen=True)
@@ -67,11 +74,23 @@ SETTINGS = {
         Setting(("data.augmented=0", "data.elastic=0"), AUGMENTATION, "no augmentation"),
     )
 }
-# Its budget: train until 4 validations bring nothing better, at most 10,000 steps of 64
-# (the ctc reader at 64 px: 97.2% -> 98.2% of the seen test captchas, 94% -> 100% of
-# lengths 9-10, best at step 8,500). A command that names a preset (its own budget) gets
-# none of it.
-BUDGET = ("train.batch_size=64", "train.steps=10000", "train.patience=4")
+# Its budget: minutes of training on this machine (validations included; reading the strips
+# before it is not counted), the schedule sized to them and decaying linearly to zero at their
+# end (Li, Yumer & Ramanan, ICLR 2020), no patience (a schedule that has not annealed stops
+# early on a plateau: docs/own-strips.md). A train.steps named is the budget instead; a
+# command that names a preset (its own budget) gets none of it.
+MINUTES = 15.0
+CEILING = 1_000_000  # train.steps under a budget in minutes: the minutes end the run
+BUDGET = (
+    "train.batch_size=64",
+    f"train.minutes={MINUTES:g}",
+    f"train.steps={CEILING}",
+    "optim.schedule=linear",
+)
+# With data.unlabelled (self-training: its rounds are sized in steps, and a budget in
+# minutes is refused there): train until 4 validations bring nothing better, at most
+# 10,000 steps of 64 a round.
+ROUNDS_BUDGET = ("train.batch_size=64", "train.steps=10000", "train.patience=4")
 # What init_from keeps of RUN's config besides its reader's own keys (model.*).
 KEPT = ("data.height", "data.charset")
 MEASURED = 200  # strips (evenly spaced) whose median own height is the strips' height
@@ -93,6 +112,47 @@ def reader_keys(reader: str, given: set[str] | frozenset[str] = frozenset()) -> 
         if not given & set(setting.stands_for):
             keys += setting.keys
     return keys
+
+
+def reader_at(height: int, minutes: float) -> str:
+    """The reader ``TIERS`` gives strips read at ``height`` for a budget of ``minutes``."""
+    return [reader for start, reader in TIERS[height] if minutes >= start][-1]
+
+
+READERS = {h: reader_at(h, MINUTES) for h in HEIGHTS}  # at the default budget
+
+
+def budget_keys(args: list[str], given: set[str] | frozenset[str]) -> list[str]:
+    """``BUDGET`` (``ROUNDS_BUDGET`` for self-training) less what the command chose: a key
+    it names wins, and a ``train.steps`` it names is its budget (no minutes beside it)."""
+    if _self_training(args):
+        return [b for b in ROUNDS_BUDGET if override_key(b) not in given]
+    dropped = set(given) | ({"train.minutes"} if "train.steps" in given else set())
+    if "train.minutes" in given and not _minutes_on(args):  # off: the steps are the budget
+        dropped.add("train.steps")
+    return [b for b in BUDGET if override_key(b) not in dropped]
+
+
+def _minutes_on(args: list[str]) -> bool:
+    """Whether the command's ``train.minutes`` turns a budget in minutes on (null, 0: off)."""
+    value = unquoted(override_value(args, "train.minutes"))
+    return str(value).strip().lower() not in ("null", "none", "~", "0", "0.0", "")
+
+
+def _self_training(args: list[str]) -> bool:
+    return unquoted(override_value(args, "data.unlabelled")) not in (None, "null", "")
+
+
+def budget_of(args: list[str], given: set[str]) -> float:
+    """The minutes the reader is chosen for: the command's ``train.minutes``, or ``MINUTES``
+    (a command that names only ``train.steps`` or a preset gets the default budget's reader;
+    a value that is not a number is named by the config's own check)."""
+    text = unquoted(override_value(args, "train.minutes"))
+    try:
+        minutes = float(str(text))
+    except ValueError:
+        return MINUTES
+    return minutes if math.isfinite(minutes) and minutes > 0 else MINUTES
 
 
 # What scripts/pretrain.py trains on synthetic strips (32 px): the packaged reader.
@@ -126,7 +186,8 @@ def resolve(overrides: list[str] | tuple[str, ...]) -> Resolved | None:
     else:
         return None
     if folder and "model" not in given and "preset" not in given:  # a preset: its own budget
-        keys += [b for b in BUDGET if override_key(b) not in given]
+        keys += budget_keys(args, given)
+        why.append(_budget_words(args, given))
         why.append("docs/own-strips.md")
     keys = [k for k in keys if override_key(k) not in given]
     if not keys:
@@ -184,16 +245,49 @@ def _int(text: str | None) -> int | None:
 
 def _from_scratch(args: list[str], given: set[str]) -> tuple[list[str], list[str]]:
     """The reader and height keys for strips trained from scratch, and why."""
+    minutes = budget_of(args, given)
     asked = _int(override_value(args, "data.height"))
     if asked is not None:  # the command's height: the reader of the height nearest it
-        return reader_keys(READERS[height_for(asked)], given), [f"data.height={asked} as given"]
+        height = height_for(asked)
+        why = [f"data.height={asked} as given", _reader_words(height, minutes, given)]
+        return reader_keys(reader_at(height, minutes), given), why
     own = _own_height(args)
-    if own is None:
+    if own is None:  # nothing measured: the config's default height
         height = HEIGHTS[0]
-        return reader_keys(READERS[height], given), [f"data.height={height}, the default"]
+        why = [f"data.height={height}, the default", _reader_words(height, minutes, given)]
+        return reader_keys(reader_at(height, minutes), given), why
     height = height_for(own[0])
-    keys = [*reader_keys(READERS[height], given), f"data.height={height}"]
-    return keys, [f"the strips' own height: {own[1]}"]
+    keys = [*reader_keys(reader_at(height, minutes), given), f"data.height={height}"]
+    return keys, [f"the strips' own height: {own[1]}", _reader_words(height, minutes, given)]
+
+
+def _reader_words(height: int, minutes: float, given: set[str]) -> str:
+    """Why the reader: it reads the most at ``height`` within the budget's minutes."""
+    tier = [start for start, _ in TIERS[height] if minutes >= start][-1]
+    reader = reader_at(height, minutes)
+    if len(TIERS[height]) == 1:
+        return f"model={reader} reads the most at {height} px within every budget measured"
+    if "train.steps" in given and "train.minutes" not in given:
+        return f"model={reader}, the reader of the default budget ({minutes:g} minutes)"
+    return f"model={reader} reads the most at {height} px within {minutes:g} minutes" + (
+        f" (from {tier:g} minutes on)" if tier else ""
+    )
+
+
+def _budget_words(args: list[str], given: set[str]) -> str:
+    """What the budget is, in words: how long training will take on this machine."""
+    if _self_training(args):
+        return "data.unlabelled: rounds sized in steps, " + " ".join(budget_keys(args, given))
+    if "train.minutes" in given and not _minutes_on(args):
+        return f"train.minutes={override_value(args, 'train.minutes')} as given: train.steps"
+    if "train.steps" in given and "train.minutes" not in given:
+        return f"the budget: train.steps={override_value(args, 'train.steps')} as given"
+    minutes = budget_of(args, given)
+    said = "as given" if "train.minutes" in given else "the default budget"
+    return (
+        f"train.minutes={minutes:g} ({said}): training ends within {minutes:g} minutes on this "
+        "machine, validations included, its schedule sized to them"
+    )
 
 
 def source_config(source: str) -> Any:
@@ -254,36 +348,3 @@ def _select(cfg: Any, key: str) -> Any:
 
     value = OmegaConf.select(cfg, key)
     return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-
-
-def summary() -> str:
-    """The recipe in the README's one sentence (its ``recipe:summary`` span, tested)."""
-    readers = " or ".join(f"`model={READERS[h]}` at {h} px" for h in HEIGHTS)
-    return f"{readers}, whichever height is nearer the strips' own, to its budget"
-
-
-def describe() -> str:
-    """The recipe's rules in the words of docs/own-strips.md (its ``recipe:rules`` block is
-    this text, tested): rendered from the definitions above, so the docs cannot drift."""
-    by_height = "; ".join(f"at {h} px `{' '.join(reader_keys(READERS[h]))}`" for h in HEIGHTS)
-    kept = ", ".join(f"`{k}`" for k in KEPT)
-    lines = [
-        f"- the height the strips are read at: `data.height` = "
-        f"{' or '.join(map(str, HEIGHTS))}, whichever is nearer (on a log scale) to the "
-        f"strips' own height once cropped to their ink, the median of up to {MEASURED} of "
-        "them (a `data.height` you give picks the reader of the height nearest it);",
-        f"- the reader for that height and the settings it trains with: {by_height};",
-        *(
-            f"- `{READERS[h]}`'s setting `{' '.join(s.keys)}` ({s.why}) is left out when you "
-            f"name any of `{' '.join(s.stands_for)}`: your choice applies whole;"
-            for h in HEIGHTS
-            for s in SETTINGS.get(READERS[h], ())
-        ),
-        f"- the budget: `{' '.join(BUDGET)}` (a `preset=` brings its own);",
-        f"- `init_from=RUN` (or `pretrained`) keeps RUN's reader, its `model.*` keys (encoder "
-        f"included) and {kept}; a key you give that cannot fit RUN's weights is refused in "
-        "one line.",
-    ]
-    import textwrap
-
-    return "\n".join(textwrap.fill(line, 92, subsequent_indent="  ") for line in lines)

@@ -7,12 +7,17 @@ locks between processes or of fresh imports keep real subprocesses (conftest's
 ``attnlab_cli``). Around each command: the working directory, the environment a subprocess
 gets (``cli_env``'s variables), Hydra's global state, the logging set-up, torch's thread
 count and the signal handlers are as they were before it.
+
+``run_in_one_process`` runs several commands one after the other in one fresh subprocess
+(``run_cli`` inside it): for a sequence of commands that must not run in the test process
+(a reader plugin registered only for them) but need no process each.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import signal
@@ -51,6 +56,47 @@ def run_cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(
         [*PROG.split(), *argv], code, stdout=out.getvalue(), stderr=err.getvalue()
     )
+
+
+_DRIVER = """
+import json, sys
+from pathlib import Path
+from helpers.cli import run_cli
+commands, cwd, out = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+done = []
+for args in commands:
+    res = run_cli(*args, cwd=cwd)
+    done.append([res.returncode, res.stdout, res.stderr])
+    out.write_text(json.dumps(done))
+"""
+
+
+def run_in_one_process(
+    commands: list[list[object]], *, cwd: Path, env: dict[str, str], timeout: float = 600
+) -> list[subprocess.CompletedProcess[str]]:
+    """``attnlab ARGS`` for each ARGS of ``commands``, in order, in one fresh ``python``
+    subprocess with ``env`` (tests/ added to its PYTHONPATH for this module): what
+    ``run_cli`` returns for each, as if each had been its own process. The subprocess
+    must end 0 (its commands' codes are theirs, in the results)."""
+    tests = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), tests]))
+    out = Path(cwd) / ".run_in_one_process.json"
+    cmd = [sys.executable, "-c", _DRIVER, json.dumps([[str(a) for a in c] for c in commands])]
+    proc = subprocess.run(
+        [*cmd, str(cwd), str(out)],
+        cwd=cwd,
+        env={**env, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    done = json.loads(out.read_text())
+    out.unlink()
+    return [
+        subprocess.CompletedProcess([*PROG.split(), *map(str, c)], code, stdout, stderr)
+        for c, (code, stdout, stderr) in zip(commands, done, strict=True)
+    ]
 
 
 def _exit_code(code: object) -> int:
