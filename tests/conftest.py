@@ -159,7 +159,7 @@ def tiny_sweep(tmp_path_factory, attnlab_cli, worker_id):
 def _sweep_tiny(attnlab_cli, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     sweep = cwd / "sweep"
     result = attnlab_cli(
-        "sweep", "lengths", "preset=tiny", "seed=0", "eval.maps_k=1",
+        "sweep", "lengths", "preset=tiny", "seed=0", "eval.maps_k=1", "eval.figures=true",
         "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}",
         cwd=cwd, timeout=600,
     )  # fmt: skip

@@ -24,7 +24,7 @@ def runs(trained, tmp_path_factory) -> dict[str, Path]:
 
 def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_run):
     run = runs["attention"]
-    args = ["eval.n=30", "eval.maps_k=2", "eval.map_lengths=[2,5]"]
+    args = ["eval.n=30", "eval.maps_k=2", "eval.map_lengths=[2,5]", "eval.figures=true"]
     res = attnlab_run("eval", run, *args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = run / "eval" / "synthetic-greedy"
@@ -65,6 +65,21 @@ def test_eval_writes_per_length_tables_and_maps(runs, tmp_path, attnlab_run):
     assert "most confident failures" in res.stdout
     for name in ("reliability.png", "stops.png", "pace.png", "thresholds.csv"):
         assert (out / name).stat().st_size > 50, name
+
+
+def test_eval_figures_false_draws_the_maps_asked_and_no_summary_figure(runs, tmp_path, attnlab_run):
+    """``eval.figures=false`` (preset=tiny's): every table and reading, the maps
+    ``eval.maps_k`` asks for, and none of the four summary figures."""
+    run = runs["attention"]
+    args = ["eval.n=6", "eval.maps_k=1", "eval.map_lengths=[2]", "eval.figures=false"]
+    res = attnlab_run("eval", run, *args, "eval.name=plain", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = run / "eval" / "plain"
+    assert list((out / "maps").glob("len02_*.png"))
+    for name in ("metrics_by_length.csv", "readings.csv", "thresholds.csv", "eval.json"):
+        assert (out / name).is_file(), name
+    drawn = {"reliability.png", "stops.png", "pace.png", "attention_summary.png"}
+    assert not drawn & {p.name for p in out.iterdir()}
 
 
 def test_eval_of_a_fixed_reader_says_there_are_no_maps(runs, tmp_path, attnlab_run):

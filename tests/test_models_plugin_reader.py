@@ -56,7 +56,7 @@ def test_a_third_reader_registered_only_here_runs_end_to_end(tmp_path, cli_env):
             ["readers"],
             ["train", "model=uniform", "preset=tiny", "train.progress=plain",
              f"hydra.run.dir={run}"],
-            ["eval", run, "eval.n=8", "eval.maps_k=1"],
+            ["eval", run, "eval.n=8", "eval.maps_k=1", "eval.figures=true"],
             ["report", run, "--out", tmp_path / "report"],
         ],
         cwd=tmp_path, env=env,

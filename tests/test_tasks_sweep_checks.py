@@ -65,7 +65,10 @@ def swept_copy(tiny_sweep, tmp_path) -> Path:
     "axes, words",
     [
         (["model=attention,fixed", "seed=0"], ["sweep job 0", "another order"]),
-        (["model=ctc", "seed=0"], ["sweep job 0", "a job run with [eval.maps_k=1 model=fixed"]),
+        (
+            ["model=ctc", "seed=0"],
+            ["sweep job 0", "a job run with [eval.figures=true eval.maps_k=1 model=fixed"],
+        ),
     ],
     ids=["reordered", "another-sweep"],
 )

@@ -181,6 +181,10 @@ class EvalConfig:
     allow_outside: bool = False  # folder: labels.csv may name files outside it (../x, /abs)
     name: str | None = None  # output name under eval/; None = derived from source and decoding
     maps_k: int = 3  # correct readings and failures drawn per length
+    # The summary figures (reliability.png, stops.png, attention_summary.png, pace.png):
+    # false draws none of them (tables, readings and maps as asked are written all the same;
+    # each figure is about 0.2 s, more than a tiny run's evaluation).
+    figures: bool = True
     map_lengths: list[int] | None = None  # None = a few seen and unseen lengths
     head_maps: int = 1  # per map length: correct readings and failures drawn head by head
     n_boot: int = 1000

@@ -43,12 +43,14 @@ def draw_figures(
     readings_by_length: dict[int, Any],
     say,
 ) -> None:
-    """Reliability and stops; where the reader has attention weights, the maps and paces.
+    """Reliability and stops; where the reader has attention weights, the maps and paces
+    (``eval.figures=false``: the maps ``eval.maps_k`` asks for only).
     ``readings_by_length``: length -> (strips, their readings), every length evaluated."""
     lengths = list(readings_by_length)
     seen_set = set(seen)
-    draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)
-    draw_stops(out.stops, records, seen_set)
+    if cfg.figures:
+        draw_reliability(out.reliability, records, seen_set, cfg.ece_bins)
+        draw_stops(out.stops, records, seen_set)
     if not any(r.weights is not None for _, r in readings_by_length.values()):
         say(f"{reader.name} reader: it has no attention weights, so no attention maps are drawn")
         return
@@ -59,6 +61,8 @@ def draw_figures(
     drawn = draw_head_maps(out, reader, device, readings_by_length, map_lengths, cfg.head_maps)
     if drawn:
         say(f"per-head maps: {drawn} strips (maps/heads_*.png)")
+    if not cfg.figures:
+        return
     maps.draw_attention_summary(out.attention_summary, table, seen)
     paces = {
         n: pace_tracks(r.texts, strips.labels, r.weights)
