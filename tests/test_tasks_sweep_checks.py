@@ -67,7 +67,8 @@ def swept_copy(tiny_sweep, tmp_path) -> Path:
         (["model=attention,fixed", "seed=0"], ["sweep job 0", "another order"]),
         (
             ["model=ctc", "seed=0"],
-            ["sweep job 0", "a job run with [eval.figures=true eval.maps_k=1 model=fixed"],
+            # the recorded overrides, sorted (Hydra's job record writes the bool as True)
+            ["sweep job 0", "a job run with [eval.figures=", " eval.maps_k=1 model=fixed "],
         ),
     ],
     ids=["reordered", "another-sweep"],
