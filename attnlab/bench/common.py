@@ -64,6 +64,19 @@ def in_child(fn, *args):
         return pool.apply(fn, args)
 
 
+def run_cli(section: str, *args: object) -> None:
+    """``python -m attnlab.cli ARGS`` for a section that runs real commands (typefaces,
+    curves): its output kept, and on failure the section ends with the command's stderr."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(
+            f"{section}: attnlab {' '.join(cmd[3:6])}... failed:\n{res.stderr[-2000:]}"
+        )
+
+
 def machine(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {
         "host": platform.node(),

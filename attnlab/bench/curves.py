@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from attnlab.bench.common import table
+from attnlab.bench.common import run_cli, table
 from attnlab.tasks.recipe import recipe_keys
 
 # The candidates: the recipe's readers at the lab's heights and between, the lab's reader,
@@ -42,7 +40,9 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "crnn 64 px": tuple(recipe_keys(64)),
     "attention 32 px": ("model=attention", "data.height=32"),
 }
-WARMUP_SHARE = {"plain CRNN (reference)": 0.1}  # of the budget's steps; others: the default
+# Candidates that keep their own schedule (not COMMON's linear one), warmed up over this
+# share of the budget's steps; the others warm up over optim.warmup_steps.
+OWN_SCHEDULE = {"plain CRNN (reference)": 0.1}
 # What every training shares: batches of 64 on one thread, the budget's schedule, no
 # patience (the budget ends the run), no maps drawn by the test evaluation.
 COMMON = (
@@ -56,10 +56,7 @@ STEPS_CEILING = 1_000_000  # train.steps of the timed pace run: its minutes end 
 
 
 def attnlab(*args: object) -> None:
-    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise SystemExit(f"curves: attnlab {' '.join(cmd[3:5])} failed:\n{res.stderr[-2000:]}")
+    run_cli("curves", *args)
 
 
 def data_keys(train: Path, val: Path) -> list[str]:
@@ -69,7 +66,8 @@ def data_keys(train: Path, val: Path) -> list[str]:
 def keys_of(name: str, extra: list[str]) -> list[str]:
     """A candidate's keys with COMMON's beside them; its own schedule where it has one."""
     own = CANDIDATES[name]
-    shared = [k for k in COMMON if not (k.startswith("optim.schedule") and name in WARMUP_SHARE)]
+    mine = name in OWN_SCHEDULE
+    shared = [k for k in COMMON if not (mine and k.startswith("optim.schedule="))]
     return [*own, *shared, *extra]
 
 
@@ -97,8 +95,8 @@ def train_and_test(
     """``steps`` steps of ``name`` (the budget ``label``), then its test reading."""
     run = out / "runs" / f"{slug(name)}-{label}"
     keys = keys_of(name, extra)
-    if name in WARMUP_SHARE:
-        keys.append(f"optim.warmup_steps={max(1, round(WARMUP_SHARE[name] * steps))}")
+    if name in OWN_SCHEDULE:
+        keys.append(f"optim.warmup_steps={max(1, round(OWN_SCHEDULE[name] * steps))}")
     if not (run / "metrics.json").is_file():
         attnlab("train", *data, *keys, f"train.steps={steps}", f"hydra.run.dir={run}")
     metrics = json.loads((run / "metrics.json").read_text())

@@ -29,13 +29,12 @@ before and after a change, ``--override KEY=VALUE``) are read on the very same s
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from attnlab.bench.common import run_cli
 from attnlab.config import TrainConfig
 from attnlab.data.fonts import REPORTLAB_FONTS
 from attnlab.io import write_json
@@ -78,10 +77,7 @@ def family_fonts(family: str) -> list[str]:
 
 
 def attnlab(*args: object) -> None:
-    cmd = [sys.executable, "-m", "attnlab.cli", *map(str, args)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise SystemExit(f"typefaces: {' '.join(cmd[3:6])}... failed:\n{res.stderr[-2000:]}")
+    run_cli("typefaces", *args)
 
 
 def lab_variation() -> dict:

@@ -145,7 +145,7 @@ def _self_training(args: list[str]) -> bool:
     return unquoted(override_value(args, "data.unlabelled")) not in (None, "null", "")
 
 
-def budget_of(args: list[str], given: set[str]) -> float:
+def budget_of(args: list[str]) -> float:
     """The minutes the reader is chosen for: the command's ``train.minutes``, or ``MINUTES``
     (a command that names only ``train.steps`` or a preset gets the default budget's reader;
     a value that is not a number is named by the config's own check)."""
@@ -247,7 +247,7 @@ def _int(text: str | None) -> int | None:
 
 def _from_scratch(args: list[str], given: set[str]) -> tuple[list[str], list[str]]:
     """The reader and height keys for strips trained from scratch, and why."""
-    minutes = budget_of(args, given)
+    minutes = budget_of(args)
     asked = _int(override_value(args, "data.height"))
     if asked is not None:  # the command's height: the reader of the height nearest it
         height = height_for(asked)
@@ -284,7 +284,7 @@ def _budget_words(args: list[str], given: set[str]) -> str:
         return f"train.minutes={override_value(args, 'train.minutes')} as given: train.steps"
     if "train.steps" in given and "train.minutes" not in given:
         return f"the budget: train.steps={override_value(args, 'train.steps')} as given"
-    minutes = budget_of(args, given)
+    minutes = budget_of(args)
     said = "as given" if "train.minutes" in given else "the default budget"
     return (
         f"train.minutes={minutes:g} ({said}): training ends within {minutes:g} minutes on this "
