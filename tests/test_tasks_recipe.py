@@ -17,8 +17,10 @@ from attnlab.tasks.recipe import (
     MINUTES,
     READERS,
     TIERS,
+    budget_of,
     command_with,
     height_for,
+    minutes_named,
     reader_at,
     reader_keys,
     recipe_keys,
@@ -117,13 +119,26 @@ def test_a_budget_in_minutes_picks_the_reader_that_reads_most_within_it_and_says
     assert f"train.minutes={MINUTES:g} (the default budget): training ends within" in said
     assert READERS == {h: reader_at(h, MINUTES) for h in HEIGHTS}
     # train.minutes=null (off): the steps are the budget, no ceiling of a million steps
-    for off in ("null", "0"):
+    for off in ("null", "0", "0.00", "'~'"):
         args, said = with_recipe(["data=folder", f"train.minutes={off}"])
         assert not [a for a in args if a.startswith("train.steps=")], args
         assert f"train.minutes={off} as given: train.steps" in said
     # a train.minutes that is not a number: the default budget's reader (the config says why)
     args, _ = with_recipe(["data=folder", "data.height=64", "train.minutes=soon"])
     assert f"model={READERS[64]}" in args
+
+
+@pytest.mark.parametrize(
+    "value, minutes",
+    [(None, None), ("null", None), ("~", None), ("0", None), ("0.0", None), ("'7.5'", 7.5),
+     ("30", 30.0), ("-3", MINUTES), ("nan", MINUTES), ("inf", MINUTES), ("soon", MINUTES)],
+)  # fmt: skip
+def test_train_minutes_is_read_in_one_place(value, minutes):
+    """``minutes_named``: the one reading of the command's train.minutes, which both the
+    budget (off or on) and the reader's tier (its value) ask."""
+    args = ["data=folder"] + ([] if value is None else [f"train.minutes={value}"])
+    assert minutes_named(args) == minutes
+    assert budget_of(args) == (minutes or MINUTES)
 
 
 def test_self_training_gets_a_budget_in_steps_not_minutes():

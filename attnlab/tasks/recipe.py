@@ -130,15 +130,25 @@ def budget_keys(args: list[str], given: set[str] | frozenset[str]) -> list[str]:
     if _self_training(args):
         return [b for b in ROUNDS_BUDGET if override_key(b) not in given]
     dropped = set(given) | ({"train.minutes"} if "train.steps" in given else set())
-    if "train.minutes" in given and not _minutes_on(args):  # off: the steps are the budget
+    if "train.minutes" in given and minutes_named(args) is None:  # off: the steps are the budget
         dropped.add("train.steps")
     return [b for b in BUDGET if override_key(b) not in dropped]
 
 
-def _minutes_on(args: list[str]) -> bool:
-    """Whether the command's ``train.minutes`` turns a budget in minutes on (null, 0: off)."""
-    value = unquoted(override_value(args, "train.minutes"))
-    return str(value).strip().lower() not in ("null", "none", "~", "0", "0.0", "")
+def minutes_named(args: list[str]) -> float | None:
+    """The command's ``train.minutes``, the one reading of it: None when it turns a budget in
+    minutes off (null, 0) or is not named; ``MINUTES`` for a value that is not a positive
+    number (the config's own check names it in one line)."""
+    text = str(unquoted(override_value(args, "train.minutes"))).strip().lower()
+    if text in ("null", "none", "~", ""):
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        return MINUTES
+    if minutes == 0:
+        return None
+    return minutes if math.isfinite(minutes) and minutes > 0 else MINUTES
 
 
 def _self_training(args: list[str]) -> bool:
@@ -147,14 +157,9 @@ def _self_training(args: list[str]) -> bool:
 
 def budget_of(args: list[str]) -> float:
     """The minutes the reader is chosen for: the command's ``train.minutes``, or ``MINUTES``
-    (a command that names only ``train.steps`` or a preset gets the default budget's reader;
-    a value that is not a number is named by the config's own check)."""
-    text = unquoted(override_value(args, "train.minutes"))
-    try:
-        minutes = float(str(text))
-    except ValueError:
-        return MINUTES
-    return minutes if math.isfinite(minutes) and minutes > 0 else MINUTES
+    (a command that names only ``train.steps`` or a preset gets the default budget's
+    reader)."""
+    return minutes_named(args) or MINUTES
 
 
 # What scripts/pretrain.py trains on synthetic strips (32 px): the packaged reader.
@@ -280,7 +285,7 @@ def _budget_words(args: list[str], given: set[str]) -> str:
     """What the budget is, in words: how long training will take on this machine."""
     if _self_training(args):
         return "data.unlabelled: rounds sized in steps, " + " ".join(budget_keys(args, given))
-    if "train.minutes" in given and not _minutes_on(args):
+    if "train.minutes" in given and minutes_named(args) is None:
         return f"train.minutes={override_value(args, 'train.minutes')} as given: train.steps"
     if "train.steps" in given and "train.minutes" not in given:
         return f"the budget: train.steps={override_value(args, 'train.steps')} as given"
