@@ -36,7 +36,24 @@ def strips(tmp_path_factory) -> Path:
     return root
 
 
-def test_a_budget_trains_the_steps_its_measured_pace_gives_and_reads_the_test_once(strips):
+@pytest.fixture
+def commands_in_process(monkeypatch, tmp_path):
+    """The section's ``attnlab`` commands run by the CLI in this process (tests/helpers/cli.py),
+    failing as ``curves.attnlab`` fails: the same commands and files, without a process (and
+    its imports) each; what a subprocess adds is not what these tests check."""
+    from helpers.cli import run_cli
+
+    def attnlab(*args: object) -> None:
+        res = run_cli(*args, cwd=tmp_path)
+        if res.returncode != 0:
+            raise SystemExit(f"curves: attnlab {args[:3]}... failed:\n{res.stderr[-2000:]}")
+
+    monkeypatch.setattr(curves, "attnlab", attnlab)
+
+
+def test_a_budget_trains_the_steps_its_measured_pace_gives_and_reads_the_test_once(
+    strips, commands_in_process
+):
     name = "plain CRNN (reference)"
     assert "curves" in SECTIONS and name in curves.CANDIDATES
     out = strips / "out"
@@ -63,7 +80,9 @@ def test_a_budget_trains_the_steps_its_measured_pace_gives_and_reads_the_test_on
     assert again["curves"][name]["at"] == c["at"]
 
 
-def test_the_other_candidates_decay_linearly_and_a_given_pace_is_not_measured(strips, capsys):
+def test_the_other_candidates_decay_linearly_and_a_given_pace_is_not_measured(
+    strips, capsys, commands_in_process
+):
     out = strips / "out2"
     args = (strips / "train", strips / "val", strips / "test", out, [0.5])
     r = curves.run(*args, ["ctc 32 px"], extra=TINY, paces={"ctc 32 px": 6.0})

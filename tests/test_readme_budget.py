@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.pages import readme_commands
 
-from attnlab.maintain.labcommands import BUDGETS, ONE_AT_A_TIME, commands
+from attnlab.maintain.labcommands import BUDGETS, ONE_AT_A_TIME, commands, equal_minutes
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "docs" / "lab.md"
@@ -60,13 +60,17 @@ def test_a_different_stated_budget_is_found():
 
 
 def test_the_handouts_training_commands_are_the_scripts_at_the_lab_budget():
-    """Steps 1, 5, 6, 7 and 9 and the strong-encoder side quest: each command that trains is
-    the one lab_figures.py runs for the figures beside it, budget and thread count included."""
+    """Steps 1, 5, 6, 7 and 9 (at equal steps and at equal minutes) and the strong-encoder side
+    quest: each command that trains is the one lab_figures.py runs for the figures beside it,
+    budget and thread count included: the lab budget, or for step 9's second study the same
+    budget in minutes (``equal_minutes``: the steps only a ceiling)."""
     doc = [shlex.split(c) for c in readme_commands(LAB.read_text(encoding="utf-8"))]
     ran = [argv for _, _, argv in commands(Path("lab"), lab_budget())]
     assert training_commands(doc) == training_commands(ran)
-    assert len(training_commands(doc)) == 6
-    for words in training_commands(doc):
+    assert len(training_commands(doc)) == 7
+    timed = [w for w in training_commands(doc) if "tune.minutes" in " ".join(w)]
+    assert len(timed) == 1 and {*equal_minutes(lab_budget()), "train.threads=1"} <= timed[0]
+    for words in training_commands(doc) - set(timed):
         assert {*lab_budget(), "train.threads=1"} <= words, sorted(words)
 
 
@@ -86,6 +90,7 @@ def test_the_cost_step_times_with_one_thread_and_says_so():
 
 def test_step_9_quotes_the_time_of_its_command_as_written():
     step = LAB.read_text(encoding="utf-8").split("## 9. ", 1)[1]
-    (tuned,) = [c for c in readme_commands(step) if c.startswith("attnlab sweep tuned")]
+    tuned, timed = [c for c in readme_commands(step) if c.startswith("attnlab sweep tuned")]
     assert {*lab_budget(), "train.threads=1"} <= set(shlex.split(tuned))
+    assert {*equal_minutes(lab_budget()), "train.threads=1"} <= set(shlex.split(timed))
     assert "This command, as written, took 26 min 23 s" in step

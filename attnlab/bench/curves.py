@@ -164,13 +164,15 @@ def run(
         for name in names
         for m in minutes
     ]
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done = list(
-            pool.map(
-                lambda w: train_and_test(w[0], w[2], data, extra, test, out, f"{w[1]:g}min"),
-                work,
-            )
-        )
+
+    def one(w: tuple[str, float, int]) -> dict[str, Any]:
+        return train_and_test(w[0], w[2], data, extra, test, out, f"{w[1]:g}min")
+
+    if jobs > 1:  # trainings side by side, each its own process
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(one, work))
+    else:  # one at a time, from this thread
+        done = [one(w) for w in work]
     curves: dict[str, dict[str, Any]] = {n: {"pace": measured[n], "at": {}} for n in names}
     for (name, m, _), result in zip(work, done, strict=True):
         curves[name]["at"][f"{m:g}"] = result

@@ -21,6 +21,12 @@ DONE = "eval/synthetic-greedy/eval.json"  # a sweep job's evaluation, written la
 # Step 9 (is the comparison fair?): each reader's study, then its best trial's re-runs.
 FAIR_TRIALS, FAIR_SEEDS = 12, 3
 FAIR_SPACE = ["optim.lr=interval(0.0005,0.01)", "model.dec_hidden=choice(64,128,256)"]
+# Step 9 again at equal minutes (tune.minutes): every trial and re-run gets the wall time the
+# attention reader at the defaults trains the budget's steps in on one thread (PACE steps a
+# minute, measured on the 2-core machine: docs/lab.md), the budget's steps raised to a
+# ceiling that no trial reaches, so a reader with cheaper steps takes more of them.
+PACE = 400
+CEILING = 100_000
 STRIPS_SCRIPT = "scripts/handwritten_strips.py"  # run from the repository's root
 
 
@@ -34,6 +40,7 @@ def commands(out: Path, budget: list[str]) -> list[tuple[str, Path, list[str]]]:
     hw += "".join(f" {b}" for b in budget)
     strips = f"{q(sys.executable)} {STRIPS_SCRIPT}"
     fair = f"tune.trials={FAIR_TRIALS} tune.seeds={FAIR_SEEDS} " + " ".join(map(q, FAIR_SPACE))
+    timed = " ".join([*ONE_AT_A_TIME, *equal_minutes(budget)])
 
     def report(name: str) -> str:
         return f"attnlab report {q(str(o / name))} --out {q(str(o / (name + '_report')))}"
@@ -69,12 +76,26 @@ def commands(out: Path, budget: list[str]) -> list[tuple[str, Path, list[str]]]:
          f"attnlab sweep tuned model=fixed,attention {fair} "
          f"hydra.sweep.dir={q(str(o / 'tuned'))} {run}"),
         ("fair", "tuned_report/index.html", report("tuned")),
+        ("fair_minutes", f"tuned_minutes/winners/attention/{FAIR_SEEDS - 1}/{DONE}",
+         f"attnlab sweep tuned model=fixed,attention {fair} "
+         f"hydra.sweep.dir={q(str(o / 'tuned_minutes'))} {timed}"),
+        ("fair_minutes", "tuned_minutes_report/index.html", report("tuned_minutes")),
         ("strong", f"strong/1/{DONE}",
          "attnlab sweep lengths encoder=resnet seed=0 "
          f"hydra.sweep.dir={q(str(o / 'strong'))} {run}"),
         ("strong", "strong_report/index.html", report("strong")),
     ]  # fmt: skip
     return [(step, o / leaves, shlex.split(line)) for step, leaves, line in steps]
+
+
+def equal_minutes(budget: list[str]) -> list[str]:
+    """``budget`` as a budget in minutes: ``tune.minutes`` the time its steps take the
+    attention reader at ``PACE``, its ``train.steps`` the ``CEILING``."""
+    from attnlab.tasks.compose import compose
+
+    steps = compose(["model=attention", *budget]).train.steps
+    rest = [b for b in budget if not b.startswith("train.steps=")]
+    return [*rest, f"tune.minutes={steps / PACE:g}", f"train.steps={CEILING}"]
 
 
 def run_all(out: Path, budget: list[str], say: Callable[[str], None]) -> dict[str, float]:

@@ -30,6 +30,7 @@ FIGURES = (
     "own",
     "cost",
     "fair",
+    "fair_minutes",
     "strong",
 )
 
@@ -224,11 +225,13 @@ def cost_figure(out: Path) -> str:
     return lab_table(out / COST_DIR / COST_CSV, out / COST_DIR / GROWTH_CSV)
 
 
-def fair_figure(out: Path) -> str:
+def fair_figure(out: Path, study_dir: str = "tuned") -> str:
     """Step 9: each reader's expected best validation objective at 1, N/2 and N trials
     (unbiased estimator, 95% bootstrap band), then the report's lines: where the curves cross
-    and the re-run winners' paired difference (attnlab.report.tuned, from the study's files)."""
-    root = out / "tuned"
+    and the re-run winners' paired difference (attnlab.report.tuned, from the study's files).
+    ``study_dir``: the study at equal steps (``tuned``) or at equal minutes
+    (``tuned_minutes``)."""
+    root = out / study_dir
     section = tuned_section(root, discover_runs([root / "winners"]), {})
     frame, study = section.frame, section.study
     ns = sorted({1, study.trials // 2, study.trials} - {0})
@@ -260,6 +263,7 @@ def figures(out: Path) -> dict[str, str]:
         "own": own_figure(out),
         "cost": cost_figure(out),
         "fair": fair_figure(out),
+        "fair_minutes": fair_figure(out, "tuned_minutes"),
         "strong": strong_figure(out),
     }
     assert tuple(figs) == FIGURES, tuple(figs)

@@ -2,8 +2,8 @@
 through ``attnlab.runs.pretrained``; its files lie in ``attnlab/weights/``): ``package``
 turns a finished run's best.pt into ``attnlab/weights/pretrained.pt`` (weights and config,
 no optimiser state: a starting point, not a run to resume) with its record, and
-``reading_check`` reads the fixed synthetic test strips with it, so that the record says
-what the reader reads and a test can check it again on any machine.
+``reading_check`` reads attnlab's default synthetic test strips with it, so that the record
+says what the reader reads and a test can check it again on any machine.
 
 What it is pretrained on (``PRETRAIN``): the recipe's reader at the recipe's first height
 (``attnlab.tasks.recipe``: ``PACKAGED`` at ``HEIGHTS[0]``), on what attnlab draws and
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from attnlab.config import seen_lengths
+from attnlab.config import DataConfig, seen_lengths
 from attnlab.data.glyphs import glyph_bank
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.evaluation.inference import read_strips
@@ -46,18 +46,21 @@ DATA_KEYS = (
     "clutter", "jpeg", "augmented", "augment",
 )  # fmt: skip
 
-# The strips the record is read on: the fixed test strips of each seen length (drawn from
-# data.eval_seed, never a training strip: training draws from its own seed).
+# The strips the record is read on: the fixed test strips of each seen length as attnlab
+# draws them by default at the reader's height (data.eval_seed: never a training strip).
 PER_LENGTH = 50
 PIN = re.compile(r'^pretrained = "[0-9a-f]*"$', re.M)
 
 
 def reading_check(path: Path) -> dict[str, Any]:
     """What the checkpoint at ``path`` reads on PER_LENGTH fixed test strips of each of its
-    seen lengths: exact accuracy and CER over all of them, and the count of strips."""
+    seen lengths: exact accuracy and CER over all of them, and the count of strips. The
+    strips are the synthetic default's at the reader's height and charset (``DataConfig``),
+    whatever mixture it trained on (bent glyphs, clutter): the lab's strips, whose glyph
+    bank every user and test of that height shares, not a bank of the mixture's own."""
     got = restore(path, "cpu")
     cfg = got.config
-    synth = StripSynth(cfg.data)
+    synth = StripSynth(DataConfig(height=int(cfg.data.height), charset=str(cfg.data.charset)))
     lengths = seen_lengths(cfg.data)
     labels, texts = [], []
     with torch.no_grad():
