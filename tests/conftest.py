@@ -76,9 +76,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    # The modules with the most slow tests first, each kept whole and in its order: under
-    # ``--dist loadfile`` the long modules start early and the short ones fill in at the
-    # end, instead of one worker finishing a long module alone (longest first).
+    # The modules with the most slow tests first, each kept whole and in its order. This is
+    # the order of a run without workers (``-n 0``) only: under ``--dist loadfile``
+    # pytest-xdist hands out modules by their number of tests, most first, unless
+    # ``--no-loadscope-reorder`` is given (make test does not: replayed on measured
+    # durations, its order ends both workers within a second of each other).
     slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[item.path])
 
