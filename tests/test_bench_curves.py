@@ -38,17 +38,11 @@ def strips(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def commands_in_process(monkeypatch, tmp_path):
-    """The section's ``attnlab`` commands run by the CLI in this process (tests/helpers/cli.py),
-    failing as ``curves.attnlab`` fails: the same commands and files, without a process (and
-    its imports) each; what a subprocess adds is not what these tests check."""
-    from helpers.cli import run_cli
+    """The section's ``attnlab`` commands run by the CLI in this process
+    (``helpers.cli.bench_commands``): what a subprocess adds is not what these tests check."""
+    from helpers.cli import bench_commands
 
-    def attnlab(*args: object) -> None:
-        res = run_cli(*args, cwd=tmp_path)
-        if res.returncode != 0:
-            raise SystemExit(f"curves: attnlab {args[:3]}... failed:\n{res.stderr[-2000:]}")
-
-    monkeypatch.setattr(curves, "attnlab", attnlab)
+    monkeypatch.setattr(curves, "attnlab", bench_commands("curves", tmp_path))
 
 
 def test_a_budget_trains_the_steps_its_measured_pace_gives_and_reads_the_test_once(

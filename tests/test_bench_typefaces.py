@@ -38,18 +38,11 @@ def test_free_layout_draws_each_font_with_its_own_margins(tmp_path):
 
 @pytest.fixture
 def commands_in_process(monkeypatch, tmp_path):
-    """The benchmark's ``attnlab`` commands run by the CLI in this process
-    (tests/helpers/cli.py), failing as ``typefaces.attnlab`` fails: the same commands and
-    files, without a process (and its imports) each; what a subprocess adds is not what
-    these tests check."""
-    from helpers.cli import run_cli
+    """The section's ``attnlab`` commands run by the CLI in this process
+    (``helpers.cli.bench_commands``): what a subprocess adds is not what these tests check."""
+    from helpers.cli import bench_commands
 
-    def attnlab(*args: object) -> None:
-        res = run_cli(*args, cwd=tmp_path)
-        if res.returncode != 0:
-            raise SystemExit(f"typefaces: {args[:3]}... failed:\n{res.stderr[-2000:]}")
-
-    monkeypatch.setattr(typefaces, "attnlab", attnlab)
+    monkeypatch.setattr(typefaces, "attnlab", bench_commands("typefaces", tmp_path))
 
 
 @pytest.mark.slow

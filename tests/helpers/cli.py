@@ -160,3 +160,16 @@ def _torch_threads() -> int:
     import torch
 
     return torch.get_num_threads()
+
+
+def bench_commands(section: str, cwd: Path):
+    """A benchmark section's ``attnlab(*args)`` (``attnlab.bench.common.run_cli``'s contract)
+    run by ``run_cli`` in this process, in ``cwd``: the same commands and files without a
+    process (and its imports) each; a failure ends the section as the subprocess's does."""
+
+    def attnlab(*args: object) -> None:
+        res = run_cli(*args, cwd=cwd)
+        if res.returncode != 0:
+            raise SystemExit(f"{section}: attnlab {args[:3]}... failed:\n{res.stderr[-2000:]}")
+
+    return attnlab
