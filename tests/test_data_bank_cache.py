@@ -18,7 +18,8 @@ from attnlab.data import bank_cache, glyphs
 from attnlab.data.bank_cache import cache_dir
 from attnlab.data.fonts import resolve_fonts
 
-SMALL = {"font_sizes": [26], "stroke_widths": [0], "variants": 1}
+# Three faces at one size: banks of a fraction of a second.
+SMALL = {"fonts": ["reportlab"], "font_sizes": [26], "stroke_widths": [0], "variants": 1}
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def test_another_data_key_or_font_file_is_another_bank(cache, tmp_path):
     assert len(banks(cache)) == 2
     font = tmp_path / "font.ttf"
     shutil.copy(next(f for f in resolve_fonts(DataConfig()) if os.path.isfile(f)), font)
-    data = DataConfig(**SMALL, fonts=[str(font)])
+    data = DataConfig(**{**SMALL, "fonts": [str(font)]})
     glyphs.glyph_bank(data)
     assert len(banks(cache)) == 3
     os.utime(font, ns=(0, 10**18))  # the same path, another file as far as anyone can tell
@@ -109,18 +110,42 @@ def test_the_default_folder_follows_xdg(monkeypatch, tmp_path):
 
 
 def test_the_least_recently_used_banks_go_first(cache, monkeypatch):
+    """The cache keeps the most recently used banks within KEEP_BYTES in all: three banks of
+    one size (rotations differ, not shapes) where two fit, and storing the third removes the
+    least recently used."""
     from attnlab.data import bank_cache
 
-    monkeypatch.setattr(bank_cache, "KEEP", 2)
-    first, second, third = (DataConfig(**{**SMALL, "variants": v}) for v in (1, 2, 3))
+    first, second, third = (DataConfig(**{**SMALL, "rotation": [-r, r]}) for r in (1.0, 2.0, 3.0))
     glyphs.glyph_bank(first)
     glyphs.glyph_bank(second)
     (older, newer) = sorted(banks(cache), key=lambda p: p.stat().st_mtime_ns)
+    assert older.stat().st_size == newer.stat().st_size
+    monkeypatch.setattr(bank_cache, "KEEP_BYTES", 2 * older.stat().st_size + 1)
     os.utime(newer, ns=(1, 1))  # `second` used long ago; now `first` is used again
     glyphs._bank.cache_clear()
     glyphs.glyph_bank(first)
     glyphs.glyph_bank(third)  # a third bank: the least recently used one (second's) goes
     assert len(banks(cache)) == 2 and older in banks(cache) and newer not in banks(cache)
+
+
+def test_banks_are_kept_by_their_bytes_not_their_number(cache, monkeypatch):
+    """Many small banks stored after a large one leave it in the cache while their sum fits
+    (a cap of 8 banks once pushed the 100-MB default bank out of a test session's cache, to
+    be built again); one more beyond the sum, and the least recently used (the large) goes."""
+    from attnlab.data import bank_cache
+
+    glyphs.glyph_bank(DataConfig(**{**SMALL, "variants": 4}))
+    (large,) = banks(cache)
+    small = [DataConfig(**{**SMALL, "rotation": [-r / 4, r / 4]}) for r in range(1, 12)]
+    glyphs.glyph_bank(small[0])
+    size = next(p for p in banks(cache) if p != large).stat().st_size
+    assert size < large.stat().st_size / 4
+    monkeypatch.setattr(bank_cache, "KEEP_BYTES", large.stat().st_size + 10 * size)
+    for data in small[1:10]:
+        glyphs.glyph_bank(data)
+    assert len(banks(cache)) == 11 and large in banks(cache)  # more than 8, within the bytes
+    glyphs.glyph_bank(small[10])
+    assert len(banks(cache)) == 11 and large not in banks(cache)  # the eleven small ones
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from attnlab.config import EvalConfig, check_experiment
 from attnlab.data.strips import StripSynth, fixed_set
 from attnlab.errors import UserError
 from attnlab.evaluation.inference import read_strips
+from attnlab.models.host import compile_loss
 from attnlab.runs.rundir import RunDir
 from attnlab.runtime import resolve_device
 from attnlab.tasks.compose import compose
@@ -86,6 +87,32 @@ def test_compile_gives_the_same_loss_curve():
         curves[compiled] = [trainer.advance() for _ in range(3)]
     assert curves[True] == pytest.approx(curves[False], rel=1e-4, abs=1e-5)
     assert curves[False][0] != curves[False][-1]  # it trained: the loss moved
+    assert not label_guards()  # each batch's labels did not compile the loss again
+
+
+def label_guards() -> list[str]:
+    """The guards on label strings that failed in this process's compiled frames: each one
+    a recompilation because a batch brought other labels."""
+    from torch._dynamo.utils import guard_failures
+
+    return [r for reasons in guard_failures.values() for r in reasons if "labels[" in r]
+
+
+@pytest.mark.parametrize("model", ["ctc", "attention"])  # the CTC and the step-wise losses
+def test_a_compiled_loss_is_not_compiled_again_for_other_labels(model):
+    """train.compile compiles ``model.loss(images, widths, labels)`` (``compile_loss``). The
+    label strings are made into tensors outside the graph (``attnlab.models.host``): traced,
+    every string became a guard, so each batch with other labels compiled the loss again,
+    until torch gave up and ran it uncompiled. Traced here without inductor
+    (``backend="eager"``: dynamo's guards are the same)."""
+    torch._dynamo.reset()
+    cfg = compose([*TINY, f"model={model}"])
+    trainer = Trainer(cfg, RunDir("/nonexistent-guard-run"))
+    loss = compile_loss(trainer.model.loss, backend="eager")
+    for labels in (["12", "345"], ["67", "890"], ["1", "2345"]):
+        images = torch.rand(2, cfg.data.height, 64)
+        loss(images, torch.tensor([64, 60]), labels).backward()
+    assert not label_guards()
 
 
 @pytest.mark.slow

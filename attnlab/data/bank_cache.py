@@ -19,7 +19,10 @@ height, characters, variants, blur levels, renderings), is rebuilt and replaced,
 warning line; a folder that cannot be written (read-only, full disk) is passed over: the
 cache never fails a command, and never changes what it computes.
 Its files are written whole (``attnlab.io.atomic_write``), with the mode the umask gives.
-It holds at most ``KEEP`` banks: storing another removes the least recently used.
+It holds the most recently used banks up to ``KEEP_BYTES`` in all (storing another removes
+the least recently used first; the newest is always kept): a cap on their bytes, not their
+number, because banks differ a thousandfold in size and cost. A cap of 8 banks let a few
+small ones (a charset, a font) push out the default bank, 100 MB and 8-24 s to build again.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ log = logging.getLogger("attnlab.data")
 
 OFF = ("off", "0", "no", "false")
 FORMAT = 1  # of the stored file; bump when its layout changes
-KEEP = 8  # banks kept (the default one is about 100 MB); the least recently used go first
+KEEP_BYTES = 2**30  # the banks kept, in all (the default one is about 100 MB)
 
 
 @dataclass(frozen=True)
@@ -270,12 +273,17 @@ def _touch(path: Path) -> None:
 
 
 def _forget_oldest(folder: Path) -> None:
-    """Removes all but the ``KEEP`` most recently used banks."""
+    """Removes the least recently used banks beyond ``KEEP_BYTES`` in all: the most recently
+    used ones are kept while their sizes sum within it, and the newest whatever its size."""
     try:
-        kept = sorted(folder.glob("glyph-bank-*.pt"), key=lambda p: p.stat().st_mtime_ns)
-        for old in kept[:-KEEP]:
-            old.unlink(missing_ok=True)
-            old.with_suffix(".lock").unlink(missing_ok=True)
+        banks = [(p, p.stat()) for p in folder.glob("glyph-bank-*.pt")]
+        banks.sort(key=lambda b: b[1].st_mtime_ns, reverse=True)
+        total = 0
+        for i, (old, st) in enumerate(banks):
+            total += st.st_size
+            if i > 0 and total > KEEP_BYTES:
+                old.unlink(missing_ok=True)
+                old.with_suffix(".lock").unlink(missing_ok=True)
     except OSError:  # another process removed one meanwhile, or the folder is not ours
         pass
 

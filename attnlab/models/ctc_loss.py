@@ -10,11 +10,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from attnlab.models.host import host_side
+
 DIGITS = "0123456789"
 BLANK = 10  # class of the CTC blank; class d < 10 is digit d
 CLASSES = 11
 
 
+@host_side  # Python on the label strings: outside a compiled loss's graphs
 def label_targets(
     labels: list[str], device, charset: str = DIGITS
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+from attnlab.models.host import host_side
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
@@ -53,6 +55,7 @@ def _index(charset: str) -> dict[str, int]:
     return {c: i for i, c in enumerate(charset)}
 
 
+@host_side  # Python on the label strings: outside a compiled loss's graphs
 def encode(labels: list[str], charset: str = DIGITS) -> tuple[torch.Tensor, torch.Tensor]:
     """Labels -> teacher-forcing inputs ``[BOS, d1..dL]`` and targets ``[d1..dL, EOS]``.
 

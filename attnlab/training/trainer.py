@@ -32,6 +32,7 @@ from attnlab.data.training_data import training_data
 from attnlab.io import remove_orphans
 from attnlab.models import registry
 from attnlab.models.base import count_parameters
+from attnlab.models.host import compile_loss
 from attnlab.progress import Progress, use_rich
 from attnlab.runs import drawn
 from attnlab.runs.checkpoint import Checkpoint
@@ -93,10 +94,7 @@ class Trainer:
         self.budget = Budget.of(cfg.train)  # train.steps, train.minutes
         self.timer = StepTimer()
         self.autocast = bf16_autocast(cfg.train.bf16, self.device)
-        # dynamic: the strips' widths change every batch (one compiled graph, not one per width)
-        self.loss_fn = (
-            torch.compile(self.model.loss, dynamic=True) if cfg.train.compile else self.model.loss
-        )
+        self.loss_fn = compile_loss(self.model.loss) if cfg.train.compile else self.model.loss
         self.writer = None
         ema = cfg.optim.ema  # the weights' average, read at validation (training.average)
         self.state = TrainState(

@@ -29,6 +29,7 @@ from attnlab.models import costs
 from attnlab.models.base import Reader
 from attnlab.models.ctc_decode import digit_probs_of, search
 from attnlab.models.ctc_loss import columns_needed, ctc_nll
+from attnlab.models.host import host_side
 from attnlab.models.registry import register
 
 
@@ -71,14 +72,7 @@ class CTCReader(Reader):
     def loss(self, images, widths, labels):
         """CTC negative log-likelihood summed over the batch, per label digit (as the
         step-wise readers' cross-entropy is per token); impossible labels are refused."""
-        cols = self.encoder.column_lengths(widths).tolist()
-        for i, (label, c) in enumerate(zip(labels, cols, strict=True)):
-            if columns_needed(label) > c:
-                raise UserError(
-                    f"model.stride={self.encoder.stride}: strip {i} ({int(widths[i])} px) has "
-                    f"{c} columns but its label {label!r} needs {columns_needed(label)} for CTC "
-                    "(one per digit, one blank between repeats); use a smaller model.stride"
-                )
+        _refuse_short_strips(self.encoder, widths, labels)
         logp, cols_t = self.log_probs(images, widths)
         return ctc_nll(logp, cols_t, labels, charset=self.charset)
 
@@ -91,3 +85,17 @@ class CTCReader(Reader):
     def digit_probs(self, images, widths, texts):
         logp, cols = self.log_probs(images, widths)
         return digit_probs_of(logp, cols, texts, self.charset)
+
+
+@host_side  # Python on the label strings: outside a compiled loss's graphs
+def _refuse_short_strips(encoder, widths: torch.Tensor, labels: list[str]) -> None:
+    """A training label its strip has too few columns for is refused (CTC's loss would be
+    infinite)."""
+    cols = encoder.column_lengths(widths).tolist()
+    for i, (label, c) in enumerate(zip(labels, cols, strict=True)):
+        if columns_needed(label) > c:
+            raise UserError(
+                f"model.stride={encoder.stride}: strip {i} ({int(widths[i])} px) has "
+                f"{c} columns but its label {label!r} needs {columns_needed(label)} for CTC "
+                "(one per digit, one blank between repeats); use a smaller model.stride"
+            )
