@@ -3,10 +3,10 @@ attnlab.bench (attnlab/bench/<section>.py, run by name by attnlab/bench/sections
 Sections: synth, train (strips/s, FLOPs per strip, GFLOP/s and the ratio to the machine's
 fp32 matmul peak), eval; when asked: converge, folder, typefaces, contention (idle and beside
 one CPU burner per CPU), profile (one recipe step by phase: the own-strips recipe's readers
-and the plain CRNN), levers (channels-last, bf16 autocast: steps/s and validation
-accuracy against float32) and curves (what each candidate reader reads after 5, 15, ...
-minutes of one thread on your own strips, the plain CRNN as the reference: the recipe's
-choice, attnlab/bench/curves.py). Wall-clock figures: on a shared machine, run twice.
+and the plain CRNN), levers (channels-last, bf16 autocast, torch.compile if asked: steps/s
+and validation accuracy against float32) and curves (what each candidate reader reads after
+5, 15, ... minutes of one thread on your own strips, the plain CRNN as the reference: the
+recipe's choice, attnlab/bench/curves.py). Wall-clock figures: on a shared machine, run twice.
 
     python scripts/bench.py                        # synth, train, eval (1-2 minutes on CPU)
     python scripts/bench.py --only eval --run outputs/RUN   # time the default evaluation
@@ -16,6 +16,8 @@ choice, attnlab/bench/curves.py). Wall-clock figures: on a shared machine, run t
     python scripts/bench.py --only profile --threads 1   # crnn 64 px, ctc 32 px, plain CRNN
     python scripts/bench.py --only levers --threads 1 --override model=plain_crnn
     python scripts/bench.py --only levers --threads 1 --override data.height=64   # crnn
+    python scripts/bench.py --only levers --threads 1 --override data.height=64 \
+        --levers float32,compile --lever-steps 30   # torch.compile (a minute of compiling)
     python scripts/bench.py --only curves --curves-data cap --minutes 5,15 --jobs 2
         # cap/train, cap/val, cap/test: scripts/captcha_strips.py (docs/own-strips.md)
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.bench import common
+from attnlab.bench import common, levers
 from attnlab.bench.sections import SECTIONS, machine_line, run_section
 from attnlab.io import write_json
 
@@ -53,6 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=2, help="contention: rounds (best kept)")
     p.add_argument("--profile-steps", type=int, default=3, help="profile: steps profiled")
     p.add_argument("--lever-steps", type=int, default=100, help="levers: steps before validation")
+    p.add_argument("--levers", type=_levers, default=levers.LEVERS, help="levers: which (+compile)")
     p.add_argument("--curves-data", type=Path, help="curves: DIR with train/, val/, test/")
     p.add_argument("--curves-out", type=Path, default=Path("bench-curves"), help="curves: runs")
     p.add_argument("--minutes", type=_floats, default=[5.0, 15.0], help="curves: budgets (5,15)")
@@ -81,6 +84,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _levers(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = sorted(set(names) - set(levers.ALL))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{unknown or text!r}: choose from {','.join(levers.ALL)}")
+    return names
 
 
 def _pace(text: str) -> tuple[str, float]:

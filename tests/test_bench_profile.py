@@ -6,6 +6,8 @@ where the CPU has it. No timing is asserted: speed is what the bench shows."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from attnlab.bench import levers, profile
 from attnlab.bench.sections import SECTIONS
 
 TINY = ["preset=tiny", "train.progress=plain", "train.threads=1", "train.batch_size=8"]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # timings on one thread
@@ -68,6 +71,23 @@ def test_levers_measure_speed_and_accuracy_of_the_same_training(capsys):
     levers.show(r, "cpu")
     out = capsys.readouterr().out
     assert "channels_last" in out and "vs float32" in out
+
+
+def test_only_the_levers_asked_for_run_and_compile_is_one_of_them_by_name(capsys):
+    """``--levers`` picks the rows (torch.compile is asked for by name: it compiles for a
+    minute); a name that is no lever is refused by the argument parser (exit 2)."""
+    import importlib.util
+
+    r = levers.run("crnn", "cpu", TINY, 0.02, 1, levers=("float32", "channels_last"))
+    assert [x["lever"] for x in r["rows"]] == ["float32", "channels_last"]
+    assert "compile" not in levers.LEVERS and levers.KEYS["compile"] == ["train.compile=true"]
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.parse_args(["--levers", "float32,compile"]).levers == ("float32", "compile")
+    with pytest.raises(SystemExit) as end:
+        bench.parse_args(["--levers", "float32,jit"])
+    assert end.value.code == 2 and "['jit']: choose from" in capsys.readouterr().err
 
 
 def test_the_channels_last_lever_changes_the_convolutions_memory_format():

@@ -7,7 +7,10 @@ steps), its ratio to float32, and the validation exact accuracy after the same s
 - ``channels_last``: the reader's weights (so its convolutions' outputs) in channels-last
   memory format;
 - ``bf16``: bf16 autocast (``train.bf16=true``), only where the CPU has bf16 (oneDNN says
-  so: ``torch.ops.mkldnn._is_mkldnn_bf16_supported``); otherwise the row says why not.
+  so: ``torch.ops.mkldnn._is_mkldnn_bf16_supported``); otherwise the row says why not;
+- ``compile``: the loss compiled by inductor (``train.compile=true``), when asked for
+  (``--levers``): compiling takes a minute or more of CPU, spent in the steps before
+  validation, never in the timed ones.
 
 A lever is worth keeping where it is over 10% faster (``PAYS``) at an accuracy within the
 run-to-run spread; this section only measures, ``show`` says which rows would pass.
@@ -24,7 +27,9 @@ import torch
 from attnlab.bench.common import fmt, reader_config, table
 from attnlab.runs.rundir import RunDir
 
-LEVERS = ("float32", "channels_last", "bf16")
+LEVERS = ("float32", "channels_last", "bf16")  # the default; "compile" when asked for
+KEYS = {"bf16": ["train.bf16=true"], "compile": ["train.compile=true"]}  # a lever's overrides
+ALL = (*LEVERS, "compile")
 PAYS = 1.10  # faster by over 10%
 
 
@@ -43,8 +48,7 @@ def run_lever(
     then steps timed for ``seconds``."""
     from attnlab.training.trainer import Trainer
 
-    extra = ["train.bf16=true"] if lever == "bf16" else []
-    cfg = reader_config(reader, device, [*overrides, *extra])
+    cfg = reader_config(reader, device, [*overrides, *KEYS.get(lever, [])])
     with tempfile.TemporaryDirectory(prefix="attnlab_levers_") as tmp:
         trainer = Trainer(cfg, RunDir(tmp))
         if lever == "channels_last":

@@ -56,7 +56,9 @@ def run_section(name: str, args: Namespace, device: str) -> dict:
         r = {x["name"]: x for x in results}
     elif name == "levers":
         reader = args.reader or "crnn"
-        r = lever_bench.run(reader, device, args.override, args.train_seconds, args.lever_steps)
+        r = lever_bench.run(
+            reader, device, args.override, args.train_seconds, args.lever_steps, args.levers
+        )
         lever_bench.show(r, device)
     elif name == "curves":
         r = curves.run(
