@@ -115,6 +115,27 @@ def test_a_compiled_loss_is_not_compiled_again_for_other_labels(model):
     assert not label_guards()
 
 
+def test_a_loss_torch_cannot_compile_trains_uncompiled_after_one_warning(caplog):
+    """Inductor fails on some readers (the VGG encoder with dynamic shapes, torch 2.13): the
+    run then trains uncompiled, with one warning line naming why, instead of ending. Here a
+    backend that always fails stands for it."""
+
+    def failing(graph, example_inputs):
+        raise RuntimeError("no compiler for this graph")
+
+    torch._dynamo.reset()
+    cfg = compose([*TINY, "model=ctc"])
+    model = Trainer(cfg, RunDir("/nonexistent-fallback-run")).model
+    loss = compile_loss(model.loss, backend=failing)
+    images, widths = torch.rand(2, cfg.data.height, 64), torch.tensor([64, 60])
+    with caplog.at_level("WARNING", logger="attnlab.train"):
+        got = [loss(images, widths, labels) for labels in (["12", "345"], ["67", "890"])]
+    assert loss.failed is not None and "no compiler for this graph" in loss.failed
+    warned = [r.getMessage() for r in caplog.records if "train.compile" in r.getMessage()]
+    assert len(warned) == 1 and "trains uncompiled" in warned[0], warned
+    assert float(got[1]) == float(model.loss(images, widths, ["67", "890"]))
+
+
 @pytest.mark.slow
 def test_batches_of_1024_train_and_read_on_cpu():
     cfg = compose([*TINY, "model=attention", "train.batch_size=1024", "eval.batch_size=1024"])
