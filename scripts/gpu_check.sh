@@ -22,8 +22,9 @@
 #      formula), time per strip and the CUDA peaks of a training step: max_memory_allocated
 #      and max_memory_reserved, for one batch of 128, 4 accumulated micro-batches of 32 and
 #      bf16 (footprint.csv);
-#   6. pretrains the packaged reader's recipe (`scripts/pretrain.py`: faces, bent glyphs,
-#      captcha-like clutter, damage) with `preset=gpu` for 2 minutes into $OUT_DIR/pretrain,
+#   6. pretrains the 64-px packaged reader's recipe (`scripts/pretrain.py --height 64`: faces,
+#      bent glyphs, captcha-like clutter, damage) with `preset=gpu` for 2 minutes into
+#      $OUT_DIR/pretrain (80 minutes of one CPU thread made pretrained-64: --minutes 80 is it),
 #      packaged into $OUT_DIR/pretrained (attnlab/weights/ and lock-pins.toml untouched), and
 #      prints its steps, strips/s and what it reads on the fixed synthetic test strips.
 # Earlier outputs of this script under $OUT_DIR are replaced.
@@ -120,9 +121,9 @@ echo "== cost: fixed, attention and transformer by length on cuda (CUDA peaks of
     train.device=cuda "cost.out=$OUT_DIR/cost"
 
 echo
-echo "== pretrain: the packaged reader's recipe, preset=gpu, 2 minutes -> $OUT_DIR/pretrained"
-"$PYTHON" scripts/pretrain.py --out "$OUT_DIR/pretrain" --into "$OUT_DIR/pretrained" \
-    --minutes 2 preset=gpu train.progress=plain
+echo "== pretrain: the 64-px packaged reader's recipe, preset=gpu, 2 minutes -> $OUT_DIR/pretrained"
+"$PYTHON" scripts/pretrain.py --height 64 --out "$OUT_DIR/pretrain" \
+    --into "$OUT_DIR/pretrained" --minutes 2 preset=gpu train.progress=plain
 "$PYTHON" - "$OUT_DIR/pretrain/metrics.json" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))

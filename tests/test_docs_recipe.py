@@ -33,14 +33,16 @@ def test_the_readme_says_what_the_recipe_trains():
     assert flat(recipe_words.summary()) in flat((ROOT / "README.md").read_text())
 
 
-def test_the_packaged_reader_is_described_as_it_was_made():
-    """What the docs say the packaged reader is (reader and height) is its record's."""
-    from attnlab.runs.pretrained import record
+def test_the_packaged_readers_are_described_as_they_were_made():
+    """What the docs say each packaged reader is (reader and height) is its record's."""
+    from attnlab.runs import pretrained
 
-    made = record()
-    said = f"the {made['height']}-px recipe (`model={made['reader']}`)"
-    assert said in flat((ROOT / "docs" / "own-strips.md").read_text())
-    assert recipe.PACKAGED[0] == f"model={made['reader']}"
+    text = flat((ROOT / "docs" / "own-strips.md").read_text())
+    for height in pretrained.HEIGHTS:
+        made = pretrained.record(height)
+        said = f"`{made['name']}`, the {made['height']}-px `model={made['reader']}`"
+        assert said in text, said
+        assert recipe.PACKAGED[height][0] == f"model={made['reader']}"
 
 
 def test_what_the_rules_state_follows_the_definitions():

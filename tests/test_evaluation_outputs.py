@@ -22,12 +22,12 @@ def test_the_packaged_readers_evaluation_says_where_it_goes(tmp_path):
         "eval", "pretrained", "--folder", folder, "eval.n_boot=10", "eval.maps_k=0", cwd=tmp_path
     )
     assert res.returncode == 0, res.stderr
-    written = [p for p in (tmp_path / "pretrained_eval").iterdir()]
+    written = [p for p in (tmp_path / "pretrained-32_eval").iterdir()]
     assert len(written) == 1 and (written[0] / "eval.json").is_file()
     before_tables = res.stdout.split("###")[0]
     assert "no run directory" in before_tables and str(written[0]) in before_tables
     helped = run_cli("eval", "--help", cwd=tmp_path)
-    assert "pretrained_eval/" in " ".join(helped.stdout.split())
+    assert "pretrained-H_eval/" in " ".join(helped.stdout.split())
 
 
 def test_no_attention_entropy_for_a_reader_without_attention(trained, tmp_path):

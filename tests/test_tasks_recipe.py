@@ -288,10 +288,17 @@ def test_init_from_pretrained_takes_the_packaged_reader_and_its_height():
     assert set(BUDGET) <= set(got.keys)
 
 
-def test_the_packaged_reader_says_when_the_strips_are_nearer_another_height(tmp_path):
-    folder = scaled_strips(tmp_path / "tall", 2.0)
+def test_init_from_pretrained_takes_the_packaged_reader_nearest_the_strips_height(tmp_path):
+    folder = scaled_strips(tmp_path / "tall", 2.0)  # 64 px once cropped
     got = resolve(["data=folder", f"data.path={folder}", "init_from=pretrained"])
-    assert f"is nearer 64, at which the recipe trains model={READERS[64]}" in got.line
+    assert "data.height=64" in got.keys and "model=ctc" in got.keys
+    assert "pretrained-64, its ctc reader" in got.line and "nearest the strips' own" in got.line
+    asked = resolve(["data=folder", "data.height=48", "init_from=pretrained"])
+    assert "pretrained-64, its ctc reader" in asked.line and "data.height=48 as given" in asked.line
+    assert "data.height=64" not in asked.keys  # the height given stays the command's
+    named = resolve(["data=folder", f"data.path={folder}", "init_from=pretrained-32"])
+    assert "data.height=32" in named.keys  # a name says its height: the strips' is then said
+    assert f"is nearer 64, at which the recipe trains model={READERS[64]}" in named.line
 
 
 def test_the_folder_is_decoded_once_for_the_recipes_height_and_training(tmp_path, monkeypatch):

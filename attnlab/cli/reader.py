@@ -14,7 +14,10 @@ from attnlab.errors import UserError
 from attnlab.runs.resume import hydra_value
 from attnlab.tasks.run import run_task
 
-RUN_HELP = "A run directory, a checkpoint file or pretrained (the packaged reader)."
+RUN_HELP = (
+    "A run directory, a checkpoint file or a packaged reader: pretrained-32, pretrained-64 "
+    "(pretrained: pretrained-32)."
+)
 
 commands = typer.Typer()  # gathered into the app by attnlab.cli
 
@@ -30,8 +33,8 @@ def eval_(
 ) -> None:
     """Per-length accuracy and CER (seen vs unseen) and attention maps of a trained run.
 
-    Written to RUN/eval/<name>/; for pretrained (no run directory), to
-    pretrained_eval/<name>/ in the current folder.
+    Written to RUN/eval/<name>/; for a packaged reader (no run directory), to
+    pretrained-H_eval/<name>/ in the current folder (pretrained alone: pretrained-32).
 
     Extra key=value overrides go to the eval config, e.g. 'eval.lengths=[1,20]' eval.maps_k=5
     checkpoint=last.
@@ -104,9 +107,7 @@ def read(
     images: list[Path] = typer.Argument(
         ..., metavar="IMAGE", help="Strip images (dark ink on light paper)."
     ),
-    run: str = typer.Option(
-        None, "--run", help="A run directory, a checkpoint file or pretrained."
-    ),
+    run: str = typer.Option(None, "--run", help=RUN_HELP),
     onnx: Path = typer.Option(None, "--onnx", help="An export (attnlab export) instead of --run."),
     attention: Path = typer.Option(None, "--attention", help="Write attention maps here."),
     beam: int = typer.Option(1, help="Beam width (1 = greedy)."),

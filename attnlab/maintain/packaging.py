@@ -1,18 +1,18 @@
-"""The packaged reader made and checked, for ``scripts/pretrain.py`` (the product finds it
-through ``attnlab.runs.pretrained``; its files lie in ``attnlab/weights/``): ``package``
-turns a finished run's best.pt into ``attnlab/weights/pretrained.pt`` (weights and config,
-no optimiser state: a starting point, not a run to resume) with its record, and
-``reading_check`` reads attnlab's default synthetic test strips with it, so that the record
-says what the reader reads and a test can check it again on any machine.
+"""The packaged readers made and checked, for ``scripts/pretrain.py`` (the product finds them
+through ``attnlab.runs.pretrained``; their files lie in ``attnlab/weights/``): ``package``
+turns a finished run's best.pt into ``attnlab/weights/pretrained-H.pt`` for its height H
+(weights and config, no optimiser state: a starting point, not a run to resume) with its
+record, and ``reading_check`` reads attnlab's default synthetic test strips with it, so that
+the record says what the reader reads and a test can check it again on any machine.
 
-What it is pretrained on (``PRETRAIN``): the recipe's reader at the recipe's first height
-(``attnlab.tasks.recipe``: ``PACKAGED`` at ``HEIGHTS[0]``), on what attnlab draws and
-nothing else: every face of the glyph bank (``data.fonts``), glyph variants bent in the bank
-(``data.elastic``), half the strips captcha-like (``data.clutter``: bent, slanted, rotated
-and overlapping glyphs on grey paper with gradients and blotches, noise curves and dots,
-perspective, blur, noise, JPEG; ``attnlab.data.clutter``) and a share of the rest JPEG'd.
-No image of the ``captcha`` package and no MNIST digit: its record (``trained_on``) says
-so from the run's own config (its data source and keys, faces, seed and budget)."""
+What each is pretrained on (``pretrain_keys(H)``): the recipe's packaged reader at that
+height (``attnlab.tasks.recipe.PACKAGED``), on what attnlab draws and nothing else: every
+face of the glyph bank (``data.fonts``), glyph variants bent in the bank (``data.elastic``),
+half the strips captcha-like (``data.clutter``: bent, slanted, rotated and overlapping
+glyphs on grey paper with gradients and blotches, noise curves and dots, perspective, blur,
+noise, JPEG; ``attnlab.data.clutter``) and a share of the rest JPEG'd. No image of the
+``captcha`` package and no MNIST digit: its record (``trained_on``) says so from the run's
+own config (its data source and keys, faces, seed and budget)."""
 
 from __future__ import annotations
 
@@ -25,20 +25,36 @@ import torch
 from attnlab.config import DataConfig, seen_lengths
 from attnlab.data.glyphs import glyph_bank
 from attnlab.data.strips import StripSynth, fixed_set
+from attnlab.errors import UserError
 from attnlab.evaluation.inference import read_strips
 from attnlab.evaluation.metrics import quick_scores
 from attnlab.io import write_json, write_text
 from attnlab.runs import checkpoint, locate, pretrained
 from attnlab.runs.checkpoint import Checkpoint
 from attnlab.runs.restore import restore
-from attnlab.tasks.recipe import HEIGHTS, PACKAGED, recipe_keys
+from attnlab.tasks.recipe import PACKAGED
 
-__all__ = ["MIXTURE", "PACKAGED", "PRETRAIN", "SEED", "package", "reading_check", "trained_on"]
+__all__ = [
+    "MIXTURE",
+    "PACKAGED",
+    "SEED",
+    "package",
+    "pretrain_keys",
+    "reading_check",
+    "trained_on",
+]
 
-# The strips it is pretrained on, beyond the synthetic default (module docstring).
+# The strips they are pretrained on, beyond the synthetic default (module docstring).
 MIXTURE = ("data.clutter=0.5", "data.elastic=1.5", "data.jpeg=0.25")
-PRETRAIN = (*recipe_keys(HEIGHTS[0]), *MIXTURE)  # the recipe's reader and height, the mixture
 SEED = 0  # scripts/pretrain.py's seed unless given: the same strips, the same reader
+
+
+def pretrain_keys(height: int) -> tuple[str, ...]:
+    """What ``scripts/pretrain.py --height H`` trains: the packaged reader of that height and
+    the height (``PACKAGED``), on the mixture."""
+    return (*PACKAGED[height], *MIXTURE)
+
+
 # The data keys the record names (what decides the strips a run trained on).
 DATA_KEYS = (
     "source", "path", "mix", "unlabelled", "height", "charset", "train_lengths",
@@ -49,7 +65,6 @@ DATA_KEYS = (
 # The strips the record is read on: the fixed test strips of each seen length as attnlab
 # draws them by default at the reader's height (data.eval_seed: never a training strip).
 PER_LENGTH = 50
-PIN = re.compile(r'^pretrained = "[0-9a-f]*"$', re.M)
 
 
 def reading_check(path: Path) -> dict[str, Any]:
@@ -75,11 +90,20 @@ def reading_check(path: Path) -> dict[str, Any]:
 def package(
     run: Path, command: str, pins: Path | None = None, folder: Path = pretrained.FOLDER
 ) -> dict[str, Any]:
-    """``run``'s best.pt, slimmed, as the packaged reader (in ``folder``: the package's own
-    by default); its record written beside it (and its digest into ``pins``, lock-pins.toml,
-    when given). Returns the record."""
-    out, record_file = folder / pretrained.CHECKPOINT.name, folder / pretrained.RECORD.name
+    """``run``'s best.pt, slimmed, as the packaged reader of its height (in ``folder``: the
+    package's own by default); its record written beside it (and its digest into ``pins``,
+    lock-pins.toml, under the reader's name, when given). Returns the record."""
     ckpt = checkpoint.load(locate.resolve(run, "best"))
+    height = int(ckpt.config.get("data", {}).get("height", 32))  # what it reads at
+    if height not in pretrained.HEIGHTS:
+        raise UserError(
+            f"{run}: trained at {height} px; packaged readers are of "
+            f"{', '.join(map(str, pretrained.HEIGHTS))} px (attnlab.runs.pretrained.HEIGHTS)"
+        )
+    out, record_file = (
+        pretrained.checkpoint_of(height, folder),
+        pretrained.record_of(height, folder),
+    )
     slim = Checkpoint(
         reader=ckpt.reader,
         model=ckpt.model,
@@ -96,10 +120,11 @@ def package(
     slim.save(out)
     model = ckpt.config.get("model", {})
     record = {
+        "name": pretrained.name_of(height),
         "command": command,
         "reader": ckpt.reader,
         "backbone": model.get("backbone", "column"),
-        "height": int(ckpt.config.get("data", {}).get("height", 32)),  # what it reads at
+        "height": height,
         "step": int(ckpt.step),
         "params": ckpt.params,
         "reads": reading_check(out),
@@ -110,8 +135,10 @@ def package(
     write_json(record_file, record)
     if pins is not None:
         text = pins.read_text(encoding="utf-8")
-        line = f'pretrained = "{record["sha256"]}"'
-        write_text(pins, PIN.sub(line, text) if PIN.search(text) else _top_level(text, line))
+        name = pretrained.name_of(height)
+        pin = re.compile(rf'^"?{re.escape(name)}"? = "[0-9a-f]*"$', re.M)
+        line = f'{name} = "{record["sha256"]}"'
+        write_text(pins, pin.sub(line, text) if pin.search(text) else _top_level(text, line))
     return record
 
 

@@ -1,6 +1,6 @@
-"""Which checkpoint a RUN argument names (a run directory, a checkpoint file or the word
-``pretrained``), that checkpoint held with its run locked while it is used, and where results
-about it (eval, probe) go.
+"""Which checkpoint a RUN argument names (a run directory, a checkpoint file or a packaged
+reader's word: ``pretrained``, ``pretrained-64``), that checkpoint held with its run locked
+while it is used, and where results about it (eval, probe) go.
 """
 
 from __future__ import annotations
@@ -31,18 +31,20 @@ def output_root(ckpt_path: Path, kind: str) -> Path:
     """Where results of ``kind`` (eval, probe) about a checkpoint go: ``<run>/<kind>`` for a
     run's checkpoint; ``<stem>_<kind>`` beside a checkpoint outside a run directory."""
     if pretrained.is_packaged(ckpt_path):  # never inside the installed package
-        return Path.cwd() / f"{pretrained.NAME}_{kind}"
+        return Path.cwd() / f"{ckpt_path.stem}_{kind}"
     run = RunDir(ckpt_path.parent.parent)
     if ckpt_path.parent == run.checkpoints:
         return run.path / kind
     return ckpt_path.parent / f"{ckpt_path.stem}_{kind}"
 
 
-def resolve(run_or_ckpt: Path | str, which: str = "best") -> Path:
-    """A run directory (-> checkpoints/<which>.pt), a checkpoint file, or the word
-    ``pretrained``: the packaged reader (``attnlab.runs.pretrained``)."""
-    if pretrained.names_it(run_or_ckpt):
-        return pretrained.checkpoint_path()
+def resolve(run_or_ckpt: Path | str, which: str = "best", height: float | None = None) -> Path:
+    """A run directory (-> checkpoints/<which>.pt), a checkpoint file, or a packaged reader's
+    word (``attnlab.runs.pretrained``: ``pretrained`` chooses by ``height``, the height the
+    strips are read at, when given)."""
+    packaged = pretrained.height_named(run_or_ckpt, height)
+    if packaged is not None:
+        return pretrained.checkpoint_path(packaged)
     p = Path(run_or_ckpt)
     if p.is_dir():
         ckpt = RunDir(p).checkpoint(which)

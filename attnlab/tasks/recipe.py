@@ -8,8 +8,9 @@ a multirun as its first step (``attnlab.tasks.train``: each job measures its own
 API). The keys it gives go after the command's own and are only those the command does not
 set, so any key the user gives wins.
 
-- ``init_from=RUN`` (a run, a checkpoint, or ``pretrained``: the packaged reader) keeps
-  RUN's reader, its encoder and reader keys, its height and its charset. A key the user
+- ``init_from=RUN`` (a run, a checkpoint, or ``pretrained``: the packaged reader of the
+  height nearest the strips', their own or ``data.height`` given) keeps RUN's reader, its
+  encoder and reader keys, its height and its charset. A key the user
   gives that cannot fit RUN's weights is refused when the weights are loaded
   (``attnlab.training.finetune``), in one line naming the key.
 - ``data=folder`` without ``model=``: the reader of the one of ``HEIGHTS`` nearest (on a log
@@ -162,8 +163,14 @@ def budget_of(args: list[str]) -> float:
     return minutes_named(args) or MINUTES
 
 
-# What scripts/pretrain.py trains on synthetic strips (32 px): the packaged reader.
-PACKAGED = tuple(reader_keys(READERS[HEIGHTS[0]]))
+# What scripts/pretrain.py trains on synthetic strips at each height, the packaged readers
+# (attnlab.runs.pretrained): the reader and height keys. The recipe's reader of the shortest
+# budgets there (TIERS' first tier): its cheap steps let a pretraining see the most strips
+# and a fine-tune of a few minutes take the most steps. At 64 px that is ctc, not the crnn
+# the recipe trains from scratch in 15 minutes. Fine-tuned on 1,000 captchas for 5 minutes'
+# steps, a 64-px ctc pretrained 25 minutes read 88.4% of held-out captchas, the 32-px
+# packaged reader 81.2% (docs/own-strips.md).
+PACKAGED = {h: (*reader_keys(reader_at(h, 0.0)), f"data.height={h}") for h in HEIGHTS}
 
 
 def recipe_keys(height: int) -> list[str]:
@@ -174,7 +181,9 @@ def recipe_keys(height: int) -> list[str]:
 
 def height_for(own: float) -> int:
     """The one of ``HEIGHTS`` nearest to ``own`` px on a log scale."""
-    return min(HEIGHTS, key=lambda h: abs(math.log(h / max(own, 1.0))))
+    from attnlab.runs.pretrained import nearest
+
+    return nearest(own, HEIGHTS)
 
 
 def resolve(overrides: list[str] | tuple[str, ...]) -> Resolved | None:
@@ -253,19 +262,14 @@ def _int(text: str | None) -> int | None:
 def _from_scratch(args: list[str], given: set[str]) -> tuple[list[str], list[str]]:
     """The reader and height keys for strips trained from scratch, and why."""
     minutes = budget_of(args)
-    asked = _int(override_value(args, "data.height"))
-    if asked is not None:  # the command's height: the reader of the height nearest it
-        height = height_for(asked)
-        why = [f"data.height={asked} as given", _reader_words(height, minutes, given)]
-        return reader_keys(reader_at(height, minutes), given), why
-    own = _own_height(args)
-    if own is None:  # nothing measured: the config's default height
+    read_at = _read_at(args, folder=True)  # the command's height, or the strips' own
+    if read_at is None:  # nothing measured: the config's default height
         height = HEIGHTS[0]
         why = [f"data.height={height}, the default", _reader_words(height, minutes, given)]
         return reader_keys(reader_at(height, minutes), given), why
-    height = height_for(own[0])
+    height = height_for(read_at[0])  # the reader of the height nearest it
     keys = [*reader_keys(reader_at(height, minutes), given), f"data.height={height}"]
-    return keys, [f"the strips' own height: {own[1]}", _reader_words(height, minutes, given)]
+    return keys, [read_at[1], _reader_words(height, minutes, given)]
 
 
 def _reader_words(height: int, minutes: float, given: set[str]) -> str:
@@ -297,20 +301,35 @@ def _budget_words(args: list[str], given: set[str]) -> str:
     )
 
 
-def source_config(source: str) -> Any:
-    """RUN's composed config (``init_from=RUN``), from its checkpoint; one line when RUN
-    cannot be read (the same line training would give)."""
+def source_config(source: str, height: float | None = None) -> Any:
+    """RUN's composed config (``init_from=RUN``), from its checkpoint (``pretrained``: the
+    packaged reader nearest ``height``); one line when RUN cannot be read (the same line
+    training would give)."""
     from attnlab.runs import checkpoint, locate
 
-    return checkpoint.load(locate.resolve(source, "best")).run_config()
+    return checkpoint.load(locate.resolve(source, "best", height)).run_config()
+
+
+def _read_at(args: list[str], folder: bool) -> tuple[float, str] | None:
+    """The height the command's strips are read at before a reader is chosen: its
+    ``data.height``, or its folder's strips' own height; None when neither says."""
+    asked = _int(override_value(args, "data.height"))
+    if asked is not None:
+        return asked, f"data.height={asked} as given"
+    own = _own_height(args) if folder else None
+    return None if own is None else (own[0], f"the strips' own height: {own[1]}")
 
 
 def _from_source(
     args: list[str], given: set[str], source: str, folder: bool
 ) -> tuple[list[str], list[str]]:
-    """init_from=RUN: RUN's reader with its own keys, its height and charset, and why."""
+    """init_from=RUN: RUN's reader with its own keys, its height and charset, and why.
+    ``pretrained``: the packaged reader of the height nearest the strips' (``_read_at``)."""
+    from attnlab.runs import pretrained
+
+    read_at = _read_at(args, folder) if source == pretrained.NAME else None
     try:
-        before = source_config(source)
+        before = source_config(source, None if read_at is None else read_at[0])
     except UserError:
         return [], []  # training names what is wrong with RUN, in its own words
     reader = str(before.model.name)
@@ -322,6 +341,14 @@ def _from_source(
     height = int(before.data.height)
     backbone = before.model.get("backbone")
     why = [f"its {reader} reader{f' ({backbone} encoder)' if backbone else ''} at {height} px"]
+    if source == pretrained.NAME:  # which packaged reader, and why that one
+        why[0] = f"{pretrained.name_of(height)}, " + why[0]
+        why.append(
+            f"the packaged reader nearest {read_at[1]}"
+            if read_at is not None
+            else f"the default: no height given or measured ({pretrained.DEFAULT} px)"
+        )
+        return keys, why
     own = _own_height(args) if folder and "data.height" not in given else None
     if own is not None and height_for(own[0]) != height:
         nearer = height_for(own[0])

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import textwrap
 
+from attnlab.runs import pretrained
 from attnlab.tasks.recipe import (
     BUDGET,
     HEIGHTS,
     KEPT,
     MEASURED,
     MINUTES,
+    PACKAGED,
     READERS,
     ROUNDS_BUDGET,
     SETTINGS,
@@ -68,8 +70,15 @@ def describe() -> str:
         "`train.steps` you give (without `train.minutes`) is the budget instead; with "
         "`data.unlabelled` (self-training, its rounds sized in steps) it is "
         f"`{' '.join(ROUNDS_BUDGET)}`; a `preset=` brings its own;",
-        f"- `init_from=RUN` (or `pretrained`) keeps RUN's reader, its `model.*` keys (encoder "
+        f"- `init_from=RUN` keeps RUN's reader, its `model.*` keys (encoder "
         f"included) and {kept}; a key you give that cannot fit RUN's weights is refused in "
-        "one line.",
+        "one line;",
+        f"- `init_from=pretrained` is RUN = the packaged reader of the height nearest the "
+        "strips' (their own, or the `data.height` you give; "
+        f"{pretrained.DEFAULT} px when neither is known): "
+        + "; ".join(
+            f"`{pretrained.name_of(h)}`: `{' '.join(PACKAGED[h])}`" for h in pretrained.HEIGHTS
+        )
+        + " (`--run pretrained-H` names one anywhere a run is asked for).",
     ]
     return "\n".join(textwrap.fill(line, 92, subsequent_indent="  ") for line in lines)

@@ -52,7 +52,7 @@ def init_from(
     into ``model``; returns the record the run keeps (path, step, what was re-initialised).
     ``split``: the new run's data record (data=folder), checked against what the source
     trained on (``check_leak``)."""
-    path = locate.resolve(source, "best")
+    path = locate.resolve(source, "best", int(cfg.data.height))  # pretrained: by height
     ckpt = checkpoint.load(path)
     before = ckpt.run_config()
     what = f"init_from={source}"
