@@ -12,7 +12,9 @@ import json
 import pytest
 import tomllib
 from helpers.lock import ROOT
+from helpers.readers import tiny_config, tiny_reader
 
+from attnlab.config import plain_config
 from attnlab.errors import UserError
 from attnlab.maintain.packaging import PACKAGED, package, pretrain_keys, reading_check
 from attnlab.runs import checkpoint, locate, pretrained
@@ -134,3 +136,15 @@ def test_packaging_a_run_writes_a_file_its_record_and_pin_agree_on(tmp_path, tra
     assert record["height"] == slim.config["data"]["height"]
     package(trained["attention"], "again", pins, tmp_path)  # the pin replaced, not added
     assert pins.read_text(encoding="utf-8").count("pretrained-32 =") == 1
+
+
+def test_a_run_of_a_height_no_reader_is_packaged_at_is_refused_in_one_line(tmp_path):
+    cfg = tiny_config("ctc", "data.height=48")
+    model = tiny_reader("ctc", "data.height=48")
+    run = tmp_path / "run48"
+    checkpoint.Checkpoint(model.name, model.state_dict(), plain_config(cfg)).save(
+        run / "checkpoints" / "best.pt"
+    )
+    with pytest.raises(UserError, match="trained at 48 px; packaged readers are of 32, 64 px"):
+        package(run, "attnlab train data.height=48", None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
