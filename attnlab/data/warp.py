@@ -123,9 +123,13 @@ def _sample(src: np.ndarray, gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
     y0, y1 = (np.clip(c, -1, h).astype(np.int64) + 1 for c in (fy, fy + 1.0))
     padded = np.zeros((m, h + 2, w + 2))
     padded[:, 1:-1, 1:-1] = src
-    k = np.arange(m)[:, None, None]
-    top = padded[k, y0, x0] * (1.0 - tx) + padded[k, y0, x1] * tx
-    low = padded[k, y1, x0] * (1.0 - tx) + padded[k, y1, x1] * tx
+    # Gathered from the flat array by one index each (the same values as indexing
+    # padded[k, y, x], several times faster than three index arrays).
+    flat = padded.reshape(-1)
+    image = (np.arange(m) * (h + 2))[:, None, None]
+    row0, row1 = (image + y0) * (w + 2), (image + y1) * (w + 2)
+    top = flat.take(row0 + x0) * (1.0 - tx) + flat.take(row0 + x1) * tx
+    low = flat.take(row1 + x0) * (1.0 - tx) + flat.take(row1 + x1) * tx
     return top * (1.0 - ty) + low * ty
 
 
