@@ -204,9 +204,9 @@ def build_bank(key: tuple) -> GlyphBank:
         var = warp.affine_variants(padded[part], params[part], bent)
         var = np.clip(var, 0.0, 1.0).reshape(-1, height, wg)  # (c * V, H, Wg)
         for j, s in enumerate(sigmas):
-            columns, widths = warp.left_align(warp.to_ink(warp.gaussian_blur(var, s)))
-            columns_of[j].append(columns)
-            widths_of[j].append(widths)
+            cols, ink_widths = warp.left_align(warp.to_ink(warp.gaussian_blur(var, s)))
+            columns_of[j].append(cols)
+            widths_of[j].append(ink_widths)
     # Joined once, at the end: a torch call per chunk cost more than the chunk's warping.
     widths = torch.stack([torch.cat(w).view(n, variants) for w in widths_of], 1)  # (N, K, V)
     w_used = int(widths.max())

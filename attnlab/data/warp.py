@@ -123,8 +123,8 @@ def _sample(src: np.ndarray, gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
     y0, y1 = (np.clip(c, -1, h).astype(np.int64) + 1 for c in (fy, fy + 1.0))
     padded = np.zeros((m, h + 2, w + 2))
     padded[:, 1:-1, 1:-1] = src
-    # Gathered from the flat array by one index each (the same values as indexing
-    # padded[k, y, x], several times faster than three index arrays).
+    # Gathered from the flat array by one index each: the same values as indexing
+    # padded[k, y, x] with three index arrays, in half the time.
     flat = padded.reshape(-1)
     image = (np.arange(m) * (h + 2))[:, None, None]
     row0, row1 = (image + y0) * (w + 2), (image + y1) * (w + 2)
