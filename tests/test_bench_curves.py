@@ -96,3 +96,26 @@ def test_exact_accuracy_is_pooled_over_seen_and_unseen_lengths(tmp_path):
     f.write_text('"length","split","n","exact_acc"\n' + rows)
     seen, unseen = curves.split_exact(f)
     assert seen == {"correct": 24, "n": 40, "exact": 0.6} and unseen is None
+
+
+def test_every_candidate_composes_and_the_narrow_one_differs_from_the_recipe_only_in_its_stages():
+    """Each candidate's keys make a config whose reader builds; the smaller encoder is the
+    recipe's 64-px reader with narrower conv stages and nothing else changed."""
+    from attnlab.models import registry
+    from attnlab.models.base import count_parameters
+    from attnlab.tasks.recipe import recipe_keys
+
+    params = {}
+    for name, keys in curves.CANDIDATES.items():
+        cfg = compose(list(keys))
+        params[name] = count_parameters(
+            registry.build(cfg.model, cfg.data.height, cfg.data.charset)
+        )
+    recipe, narrow = (
+        compose(recipe_keys(64)),
+        compose(list(curves.CANDIDATES["crnn 64 px, narrow stages"])),
+    )
+    assert list(narrow.model.conv_channels) == [16, 24, 32, 48, 64]
+    narrow.model.conv_channels = recipe.model.conv_channels
+    assert narrow == recipe
+    assert params["crnn 64 px, narrow stages"] == 278_187 < params["crnn 64 px"] == 624_507

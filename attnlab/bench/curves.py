@@ -29,15 +29,21 @@ from typing import Any
 from attnlab.bench.common import run_cli, table
 from attnlab.tasks.recipe import recipe_keys
 
-# The candidates: the recipe's readers at the lab's heights and between, the lab's reader,
-# and the plain CRNN a tutorial teaches (model=plain_crnn: its own one-cycle schedule with
-# a tenth of the steps to warm up, the tutorial's).
+# The crnn's conv stages at 64 px, narrower (278,187 parameters against 624,507; about 115k
+# multiply-adds of 3x3 convolution a pixel column against 400k): a smaller encoder for the
+# curves (scripts/README.md: its pace and what it read within 15 and 30 minutes).
+NARROW_STAGES = "model.conv_channels=[16,24,32,48,64]"
+# The candidates: the recipe's readers at the lab's heights and between, the recipe's 64-px
+# reader with narrower stages, the lab's reader, and the plain CRNN a tutorial teaches
+# (model=plain_crnn: its own one-cycle schedule with a tenth of the steps to warm up, the
+# tutorial's).
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "plain CRNN (reference)": ("model=plain_crnn", "data.height=32"),
     "ctc 32 px": tuple(recipe_keys(32)),
     "ctc 48 px": ("model=ctc", "data.height=48"),
     "ctc 64 px": ("model=ctc", "data.height=64"),
     "crnn 64 px": tuple(recipe_keys(64)),
+    "crnn 64 px, narrow stages": (*recipe_keys(64), NARROW_STAGES),
     "attention 32 px": ("model=attention", "data.height=32"),
 }
 # Candidates that keep their own schedule (not COMMON's linear one), warmed up over this
