@@ -105,16 +105,12 @@ def test_every_candidate_composes_and_the_narrow_one_differs_from_the_recipe_onl
     from attnlab.models.base import count_parameters
     from attnlab.tasks.recipe import recipe_keys
 
-    params = {}
-    for name, keys in curves.CANDIDATES.items():
-        cfg = compose(list(keys))
-        params[name] = count_parameters(
-            registry.build(cfg.model, cfg.data.height, cfg.data.charset)
-        )
-    recipe, narrow = (
-        compose(recipe_keys(64)),
-        compose(list(curves.CANDIDATES["crnn 64 px, narrow stages"])),
-    )
+    configs = {name: compose(list(keys)) for name, keys in curves.CANDIDATES.items()}
+    params = {
+        name: count_parameters(registry.build(cfg.model, cfg.data.height, cfg.data.charset))
+        for name, cfg in configs.items()
+    }
+    recipe, narrow = compose(recipe_keys(64)), configs["crnn 64 px, narrow stages"]
     assert list(narrow.model.conv_channels) == [16, 24, 32, 48, 64]
     narrow.model.conv_channels = recipe.model.conv_channels
     assert narrow == recipe
