@@ -7,6 +7,7 @@ sizes; no timing is asserted."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -77,17 +78,30 @@ def test_a_budget_trains_the_steps_its_measured_pace_gives_and_reads_the_test_on
 def test_the_other_candidates_decay_linearly_and_a_given_pace_is_not_measured(
     strips, capsys, commands_in_process
 ):
-    out = strips / "out2"
-    args = (strips / "train", strips / "val", strips / "test", out, [0.5])
+    # folders whose names Hydra would read as a sweep (a comma) reach the runs as paths
+    odd = strips / "odd, dir"
+    odd.mkdir()
+    for part in ("train", "val", "test"):
+        (odd / part).symlink_to(strips / part, target_is_directory=True)
+    out = odd / "out 2"
+    args = (odd / "train", odd / "val", odd / "test", out, [0.5])
     r = curves.run(*args, ["ctc 32 px"], extra=TINY, paces={"ctc 32 px": 6.0})
     x = r["curves"]["ctc 32 px"]["at"]["0.5"]
     assert x["steps"] == 3 and not (out / "pace").exists()
+    assert Path(x["run"]).parent == out / "runs"
     overrides = (Path(x["run"]) / ".hydra" / "overrides.yaml").read_text()
     assert "optim.schedule=linear" in overrides and "model=ctc" in overrides
     curves.show(r)
     assert "ctc 32 px" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="unknown candidate"):
         curves.run(*args, ["ctc 99 px"], extra=TINY)
+
+
+def test_every_candidate_has_its_own_folder_name_that_hydra_reads_as_one_path():
+    slugs = [curves.slug(name) for name in curves.CANDIDATES]
+    assert len(set(slugs)) == len(slugs)
+    assert all(re.fullmatch(r"[0-9A-Za-z]+(-[0-9A-Za-z]+)*", s) for s in slugs), slugs
+    assert curves.slug("crnn 64 px, narrow stages") == "crnn-64-px-narrow-stages"
 
 
 def test_exact_accuracy_is_pooled_over_seen_and_unseen_lengths(tmp_path):

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from attnlab.bench.common import run_cli, table
+from attnlab.runs.resume import hydra_value
 from attnlab.tasks.recipe import recipe_keys
 
 # The crnn's conv stages at 64 px, narrower (278,187 parameters against 624,507; about 115k
@@ -66,7 +68,7 @@ def attnlab(*args: object) -> None:
 
 
 def data_keys(train: Path, val: Path) -> list[str]:
-    return ["data=folder", f"data.path={train}", f"data.val_path={val}"]
+    return ["data=folder", f"data.path={hydra_value(train)}", f"data.val_path={hydra_value(val)}"]
 
 
 def keys_of(name: str, extra: list[str]) -> list[str]:
@@ -88,7 +90,7 @@ def pace(name: str, data: list[str], extra: list[str], out: Path, minutes: float
             *keys_of(name, extra),
             f"train.minutes={minutes}",
             f"train.steps={STEPS_CEILING}",
-            f"hydra.run.dir={run}",
+            f"hydra.run.dir={hydra_value(run)}",
         )
     budget = json.loads((run / "metrics.json").read_text())["budget"]
     per_minute = budget["steps_taken"] / max(budget["minutes_spent"], 1e-9)
@@ -104,7 +106,7 @@ def train_and_test(
     if name in OWN_SCHEDULE:
         keys.append(f"optim.warmup_steps={max(1, round(OWN_SCHEDULE[name] * steps))}")
     if not (run / "metrics.json").is_file():
-        attnlab("train", *data, *keys, f"train.steps={steps}", f"hydra.run.dir={run}")
+        attnlab("train", *data, *keys, f"train.steps={steps}", f"hydra.run.dir={hydra_value(run)}")
     metrics = json.loads((run / "metrics.json").read_text())
     if not (run / "eval" / "curves-test" / "metrics_by_length.csv").is_file():
         attnlab("eval", run, "--folder", test, "eval.name=curves-test", "eval.maps_k=0")
@@ -138,7 +140,8 @@ def split_exact(path: Path) -> tuple[dict | None, dict | None]:
 
 
 def slug(name: str) -> str:
-    return "-".join(name.replace("(", "").replace(")", "").split())
+    """A candidate's name as a folder name: letters, digits and single dashes only."""
+    return re.sub(r"[^0-9A-Za-z]+", "-", name).strip("-")
 
 
 def run(

@@ -38,6 +38,7 @@ from attnlab.bench.common import run_cli
 from attnlab.config import TrainConfig
 from attnlab.data.fonts import REPORTLAB_FONTS
 from attnlab.io import write_json
+from attnlab.runs.resume import hydra_value
 
 # Family -> substrings of its font file names (matched as data.exclude_fonts matches). A
 # family holds every default training font of its design, so that leaving it out leaves no
@@ -183,7 +184,7 @@ def run_family(args, family: str) -> dict[str, list[tuple[int, int]]]:
                 f"train.steps={args.steps}",
                 f"seed={seed}",
                 "train.progress=plain",
-                f"hydra.run.dir={run}",
+                f"hydra.run.dir={hydra_value(run)}",
                 *args.override,
             )
         for kind, make in (("synthetic", synthetic_folder), ("whole-string", whole_string_folder)):
@@ -211,7 +212,7 @@ def run_system(args) -> dict[str, tuple[int, int]]:
             f"train.steps={args.steps}",
             f"seed={args.seed}",
             "train.progress=plain",
-            f"hydra.run.dir={run}",
+            f"hydra.run.dir={hydra_value(run)}",
             *args.override,
         )
     folder = (args.strips or args.out) / "system" / "whole-string"
