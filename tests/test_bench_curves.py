@@ -101,7 +101,7 @@ def test_every_candidate_has_its_own_folder_name_that_hydra_reads_as_one_path():
     slugs = [curves.slug(name) for name in curves.CANDIDATES]
     assert len(set(slugs)) == len(slugs)
     assert all(re.fullmatch(r"[0-9A-Za-z]+(-[0-9A-Za-z]+)*", s) for s in slugs), slugs
-    assert curves.slug("crnn 64 px, narrow stages") == "crnn-64-px-narrow-stages"
+    assert curves.slug("crnn 64 px, wide stages") == "crnn-64-px-wide-stages"
 
 
 def test_exact_accuracy_is_pooled_over_seen_and_unseen_lengths(tmp_path):
@@ -112,9 +112,9 @@ def test_exact_accuracy_is_pooled_over_seen_and_unseen_lengths(tmp_path):
     assert seen == {"correct": 24, "n": 40, "exact": 0.6} and unseen is None
 
 
-def test_every_candidate_composes_and_the_narrow_one_differs_from_the_recipe_only_in_its_stages():
-    """Each candidate's keys make a config whose reader builds; the smaller encoder is the
-    recipe's 64-px reader with narrower conv stages and nothing else changed."""
+def test_every_candidate_composes_and_the_wide_one_differs_from_the_recipe_only_in_its_stages():
+    """Each candidate's keys make a config whose reader builds; the larger encoder is the
+    recipe's 64-px reader with crnn's own conv stages and nothing else changed."""
     from attnlab.models import registry
     from attnlab.models.base import count_parameters
     from attnlab.tasks.recipe import recipe_keys
@@ -124,8 +124,9 @@ def test_every_candidate_composes_and_the_narrow_one_differs_from_the_recipe_onl
         name: count_parameters(registry.build(cfg.model, cfg.data.height, cfg.data.charset))
         for name, cfg in configs.items()
     }
-    recipe, narrow = compose(recipe_keys(64)), configs["crnn 64 px, narrow stages"]
-    assert list(narrow.model.conv_channels) == [16, 24, 32, 48, 64]
-    narrow.model.conv_channels = recipe.model.conv_channels
-    assert narrow == recipe
-    assert params["crnn 64 px, narrow stages"] == 278_187 < params["crnn 64 px"] == 624_507
+    recipe, wide = compose(recipe_keys(64)), configs["crnn 64 px, wide stages"]
+    assert list(recipe.model.conv_channels) == [16, 24, 32, 48, 64]
+    assert list(wide.model.conv_channels) == list(compose(["model=crnn"]).model.conv_channels)
+    wide.model.conv_channels = recipe.model.conv_channels
+    assert wide == recipe
+    assert params["crnn 64 px"] == 278_187 < params["crnn 64 px, wide stages"] == 624_507

@@ -165,6 +165,26 @@ def test_an_augmentation_the_user_names_is_never_turned_off_by_the_recipe(named)
     assert {"data.augmented=0", "data.elastic=0"} <= set(plain)
 
 
+@pytest.mark.parametrize(
+    "named", ["encoder=resnet", "encoder=column", "model.conv_channels=[8,16,16,32,32]"]
+)
+def test_an_encoder_or_stages_the_user_names_replace_the_recipes_narrow_stages(named):
+    """The 64-px reader trains with narrower stages than crnn's own, unless the user names
+    an encoder or stages of their own: then the recipe's stages are left out, and the
+    command composes (an encoder without conv stages would refuse them)."""
+    from attnlab.tasks.recipe import NARROW_STAGES
+
+    plain, _ = with_recipe(["data=folder", "data.height=64"])
+    assert NARROW_STAGES in plain and "model=crnn" in plain
+    args, _ = with_recipe(["data=folder", "data.height=64", named])
+    assert NARROW_STAGES not in args and "model=crnn" in args and "optim.lr=0.002" in args
+    cfg = compose([a for a in args if a != "data=folder"])
+    if named.startswith("model.conv_channels"):
+        assert list(cfg.model.conv_channels) == [8, 16, 16, 32, 32]
+    else:
+        assert cfg.model.backbone == named.split("=")[1]
+
+
 def test_augmentations_named_where_none_would_apply_are_refused_in_one_line(tmp_path):
     from attnlab.errors import UserError
     from attnlab.training.prepare import check_training

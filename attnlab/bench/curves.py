@@ -28,24 +28,25 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.bench.common import run_cli, table
+from attnlab.models.readers.crnn import CRNNConfig
 from attnlab.runs.resume import hydra_value
 from attnlab.tasks.recipe import recipe_keys
 
-# The crnn's conv stages at 64 px, narrower (278,187 parameters against 624,507; about 115k
-# multiply-adds of 3x3 convolution a pixel column against 400k): a smaller encoder for the
-# curves (scripts/README.md: its pace and what it read within 15 and 30 minutes).
-NARROW_STAGES = "model.conv_channels=[16,24,32,48,64]"
+# The crnn's own conv stages at 64 px (624,507 parameters against the recipe's 278,187; about
+# 400k multiply-adds of 3x3 convolution a pixel column against 115k): the recipe's reader
+# before its stages were narrowed, a larger encoder for the curves (scripts/README.md).
+WIDE_STAGES = "model.conv_channels=[" + ",".join(map(str, CRNNConfig().conv_channels)) + "]"
 # The candidates: the recipe's readers at the lab's heights and between, the recipe's 64-px
-# reader with narrower stages, the lab's reader, and the plain CRNN a tutorial teaches
-# (model=plain_crnn: its own one-cycle schedule with a tenth of the steps to warm up, the
-# tutorial's).
+# reader with crnn's own wider stages, the lab's reader, and the plain CRNN a tutorial
+# teaches (model=plain_crnn: its own one-cycle schedule with a tenth of the steps to warm up,
+# the tutorial's).
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "plain CRNN (reference)": ("model=plain_crnn", "data.height=32"),
     "ctc 32 px": tuple(recipe_keys(32)),
     "ctc 48 px": ("model=ctc", "data.height=48"),
     "ctc 64 px": ("model=ctc", "data.height=64"),
     "crnn 64 px": tuple(recipe_keys(64)),
-    "crnn 64 px, narrow stages": (*recipe_keys(64), NARROW_STAGES),
+    "crnn 64 px, wide stages": (*recipe_keys(64), WIDE_STAGES),
     "attention 32 px": ("model=attention", "data.height=32"),
 }
 # Candidates that keep their own schedule (not COMMON's linear one), warmed up over this
