@@ -169,15 +169,17 @@ def test_an_augmentation_the_user_names_is_never_turned_off_by_the_recipe(named)
     "named", ["encoder=resnet", "encoder=column", "model.conv_channels=[8,16,16,32,32]"]
 )
 def test_an_encoder_or_stages_the_user_names_replace_the_recipes_narrow_stages(named):
-    """The 64-px reader trains with narrower stages than crnn's own, unless the user names
-    an encoder or stages of their own: then the recipe's stages are left out, and the
-    command composes (an encoder without conv stages would refuse them)."""
+    """The 64-px reader trains with narrower stages than crnn's own, and its line says so,
+    unless the user names an encoder or stages of their own: then the recipe's stages are
+    left out, and the command composes (an encoder without conv stages would refuse them)."""
     from attnlab.tasks.recipe import NARROW_STAGES
 
-    plain, _ = with_recipe(["data=folder", "data.height=64"])
+    plain, said = with_recipe(["data=folder", "data.height=64"])
     assert NARROW_STAGES in plain and "model=crnn" in plain
-    args, _ = with_recipe(["data=folder", "data.height=64", named])
-    assert NARROW_STAGES not in args and "model=crnn" in args and "optim.lr=0.002" in args
+    assert f" {NARROW_STAGES} " in said  # the line names the stages, as every other choice
+    args, said = with_recipe(["data=folder", "data.height=64", named])
+    assert NARROW_STAGES not in args and NARROW_STAGES not in said
+    assert "model=crnn" in args and "optim.lr=0.002" in args
     cfg = compose([a for a in args if a != "data=folder"])
     if named.startswith("model.conv_channels"):
         assert list(cfg.model.conv_channels) == [8, 16, 16, 32, 32]

@@ -218,7 +218,9 @@ def resolve(overrides: list[str] | tuple[str, ...]) -> Resolved | None:
     keys = [k for k in keys if override_key(k) not in given]
     if not keys:
         return None
-    own_keys = [k for k in keys if k.startswith("model.")]
+    # A run's or packaged reader's model.* keys are counted (there are many, all its own);
+    # the recipe's own (its chosen stages) are shown, as every choice it makes is.
+    own_keys = [k for k in keys if k.startswith("model.")] if what.startswith("init_from") else []
     shown = " ".join(k for k in keys if k not in own_keys)
     if own_keys:
         shown += f" and its {len(own_keys)} model.* key(s)"
