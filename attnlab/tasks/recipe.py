@@ -203,7 +203,8 @@ def resolve(overrides: list[str] | tuple[str, ...]) -> Resolved | None:
     given = given_keys(args)
     source = unquoted(override_value(args, "init_from"))
     folder = unquoted(override_value(args, "data")) == "folder"
-    if source not in (None, "null"):
+    from_source = source not in (None, "null")
+    if from_source:
         keys, why = _from_source(args, given, str(source), folder)
         what = f"init_from={source}"
     elif folder and "model" not in given:
@@ -220,7 +221,7 @@ def resolve(overrides: list[str] | tuple[str, ...]) -> Resolved | None:
         return None
     # A run's or packaged reader's model.* keys are counted (there are many, all its own);
     # the recipe's own (its chosen stages) are shown, as every choice it makes is.
-    own_keys = [k for k in keys if k.startswith("model.")] if what.startswith("init_from") else []
+    own_keys = [k for k in keys if k.startswith("model.")] if from_source else []
     shown = " ".join(k for k in keys if k not in own_keys)
     if own_keys:
         shown += f" and its {len(own_keys)} model.* key(s)"
