@@ -19,42 +19,21 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from pathlib import Path
+
+from attnlab.evaluation.shared_samples import jackknife, read_members, strip_error
 
 
 class BadInput(Exception):
     """One line naming the file and what is wrong with it."""
 
 
-def jackknife(values: dict[str, float], members: dict[str, list[str]]) -> tuple[float, float]:
-    """The mean of ``values`` (one per strip) and its delete-one-sample jackknife standard
-    error, ``members`` naming the samples each strip holds."""
-    strips = list(values)
-    total, count = sum(values.values()), len(strips)
-    held: dict[str, list[str]] = {}
-    for strip in strips:
-        for sample in set(members[strip]):
-            held.setdefault(sample, []).append(strip)
-    replicates = []
-    for sample_strips in held.values():
-        left = count - len(sample_strips)
-        if left:
-            replicates.append((total - sum(values[s] for s in sample_strips)) / left)
-    n = len(replicates)
-    if n < 2:
-        return total / count, math.nan
-    mean = sum(replicates) / n
-    return total / count, math.sqrt((n - 1) / n * sum((r - mean) ** 2 for r in replicates))
-
-
 def read_samples(path: Path) -> dict[str, list[str]]:
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or not {"filename", "samples"} <= set(rows[0]):
+    members = read_members(path)
+    if members is None:
         raise BadInput(f"{path}: needs the columns filename and samples (handwritten_strips.py)")
-    return {row["filename"]: row["samples"].split() for row in rows}
+    return members
 
 
 def read_correct(path: Path, members: dict[str, list[str]]) -> dict[str, float]:
@@ -80,12 +59,11 @@ def report(samples: Path, readings: list[Path]) -> str:
         what = f"B - A, B = {readings[1]}"
     mean, se = jackknife(values, members)
     strips = len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values.values()) / max(strips - 1, 1))
     pool = len({s for strip in values for s in members[strip]})
     figure = f"{mean * 100:+.2f} points" if len(readings) == 2 else f"exact {mean * 100:.2f}%"
     return (
         f"{what}: {figure} over {strips} strips of {pool} samples; standard error "
-        f"{se * 100:.2f} points by the samples' jackknife, {sd / math.sqrt(strips) * 100:.2f} "
+        f"{se * 100:.2f} points by the samples' jackknife, {strip_error(values) * 100:.2f} "
         f"counting strips; about [{(mean - 1.96 * se) * 100:.1f}, {(mean + 1.96 * se) * 100:.1f}]"
     )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.images import write_folder
 from helpers.readers import strips
 from helpers.runs import TINY, one_line_error
 from PIL import Image
@@ -30,19 +31,6 @@ BLANK = {  # what holds nothing to read, and the words that refuse it
     "3x3": (np.array([[0, 255, 0], [255, 0, 255], [0, 255, 0]], np.uint8), "too small"),
     "2x40": (np.tile(np.array([[0], [255]], np.uint8), (1, 40)), "too small"),
 }
-
-
-def write_folder(folder: Path, n: int = 12, seed: int = 9, invert: bool = False) -> Path:
-    """Generated strips as PNG files plus labels.csv (as ``attnlab data export`` writes)."""
-    s = strips([1 + i % 6 for i in range(n)], seed=seed)
-    folder.mkdir(parents=True)
-    rows = ["filename,label"]
-    for i, label in enumerate(s.labels):
-        a = np.round(s.images[i, :, : int(s.widths[i])].numpy() * 255).astype(np.uint8)
-        Image.fromarray(255 - a if invert else a).save(folder / f"s{i:02d}.png")
-        rows.append(f"s{i:02d}.png,{label}")
-    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
-    return folder
 
 
 def add_blank(folder: Path, kind: str = "white", name: str = "blank.png") -> int:

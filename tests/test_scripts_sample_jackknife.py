@@ -1,43 +1,15 @@
-"""scripts/sample_jackknife.py: the error of an exact % over strips that share samples."""
+"""scripts/sample_jackknife.py on an evaluation's readings.csv, alone and paired (the
+jackknife itself: tests/test_evaluation_shared_samples.py)."""
 
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
-
-import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "sample_jackknife.py"
 spec = importlib.util.spec_from_file_location("sample_jackknife", SCRIPT)
 jack = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(jack)
-
-
-def test_the_jackknife_deletes_each_samples_strips_in_turn():
-    """By hand: strips [a], [b], [a b], [c], the third misread. Deleting a leaves 2 of 2
-    read, b 2 of 2, c 2 of 3: replicates 1, 1, 2/3, mean 8/9; variance (2/3) * (1/81 + 1/81 +
-    4/81) = 4/81, so the error is 2/9."""
-    values = {"s1": 1.0, "s2": 1.0, "s3": 0.0, "s4": 1.0}
-    members = {"s1": ["a"], "s2": ["b"], "s3": ["a", "b"], "s4": ["c"]}
-    mean, se = jack.jackknife(values, members)
-    assert mean == 0.75
-    assert se == pytest.approx(2 / 9)
-
-
-def test_strips_that_fail_together_get_a_wider_error_than_independent_ones():
-    """One bad sample in 10 of 100 strips against 10 scattered failures: the same 90%, and
-    only the first's error grows past the strip count's."""
-    members = {f"s{i}": [f"d{i}", f"e{i % 7}"] for i in range(100)}
-    scattered = {f"s{i}": float(i % 10 != 0) for i in range(100)}
-    for i in range(100):
-        members[f"s{i}"].append("bad" if i < 10 else f"f{i}")
-    together = {f"s{i}": float(i >= 10) for i in range(100)}
-    m1, se_scattered = jack.jackknife(scattered, members)
-    m2, se_together = jack.jackknife(together, members)
-    assert m1 == m2 == 0.9
-    assert se_together > 2 * se_scattered
-    assert not math.isnan(se_scattered)
 
 
 def _files(tmp_path, readings_a, readings_b=None):

@@ -26,7 +26,7 @@ from attnlab.data.lineage import trained_keys
 from attnlab.data.recorded import folder_cache, held_out_cache, held_out_path
 from attnlab.data.strips import StripBatch, StripSynth, fixed_set
 from attnlab.errors import UserError
-from attnlab.evaluation import explore, metrics
+from attnlab.evaluation import explore, metrics, shared_samples
 from attnlab.evaluation.analysis import threshold_rows
 from attnlab.evaluation.eval_figures import draw_figures
 from attnlab.evaluation.inference import read_strips
@@ -277,6 +277,11 @@ def _write_tables(out: EvalDir, plan: EvalPlan, records, table, say) -> None:
     write_text(out.thresholds, csv_text(thresholds))
     say(metrics.table_markdown(table, title))
     say(_thresholds_text(thresholds))
+    shared = shared_samples.line(
+        cfg.folder, dict(zip(records["source"], records["correct"], strict=True))
+    )
+    if shared:  # strips composed of a few samples: the intervals counting strips are too narrow
+        say(shared)
     say(f"most confident failures (of {int((~records['correct']).sum())}):")
     for line in confident_failures(records, cfg.failures_shown):
         say(f"  {line}")

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from helpers.readers import strips
+
 
 def strip_png(path: Path, inverted: bool = False) -> None:
     a = np.full((32, 60), 230, np.uint8)
@@ -32,3 +34,16 @@ def png_header(width: int, height: int) -> bytes:
         + chunk(b"IDAT", zlib.compress(b""))
         + chunk(b"IEND", b"")
     )
+
+
+def write_folder(folder: Path, n: int = 12, seed: int = 9, invert: bool = False) -> Path:
+    """Generated strips as PNG files plus labels.csv (as ``attnlab data export`` writes)."""
+    s = strips([1 + i % 6 for i in range(n)], seed=seed)
+    folder.mkdir(parents=True)
+    rows = ["filename,label"]
+    for i, label in enumerate(s.labels):
+        a = np.round(s.images[i, :, : int(s.widths[i])].numpy() * 255).astype(np.uint8)
+        Image.fromarray(255 - a if invert else a).save(folder / f"s{i:02d}.png")
+        rows.append(f"s{i:02d}.png,{label}")
+    (folder / "labels.csv").write_text("\n".join(rows) + "\n")
+    return folder
