@@ -61,15 +61,20 @@ def line(folder: str | Path | None, correct: dict[str, bool]) -> str | None:
     if not folder or not (Path(folder) / SAMPLES).is_file() or not correct:
         return None
     path = Path(folder) / SAMPLES
-    members = read_members(path)
+    try:  # a side file: one that cannot be read costs this line, never the evaluation
+        members = read_members(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        return f"{path} could not be read ({e}): no error by sample given"
     if members is None or any(s not in members for s in correct):
         return f"{path} does not name the samples of every strip read: no error by sample given"
     values = {s: float(ok) for s, ok in correct.items()}
     mean, se = jackknife(values, members)
     pool = len({sample for s in values for sample in members[s]})
+    by_strip = strip_error(values)
+    wider = round(se * 100, 2) > round(by_strip * 100, 2)  # as printed: no rounding noise
+    narrow = "; the intervals above count strips and are too narrow" if wider else ""
     return (
         f"these {len(values)} strips share {pool} source samples ({path}): exact "
         f"{mean * 100:.2f}%, standard error {se * 100:.2f} points by the samples' jackknife "
-        f"against {strip_error(values) * 100:.2f} counting strips; the intervals above count "
-        "strips and are too narrow (docs/own-strips.md)"
+        f"against {by_strip * 100:.2f} counting strips{narrow} (docs/own-strips.md)"
     )
