@@ -214,7 +214,7 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     table = metrics.per_length_table(
         records, plan.seen, n_boot=cfg.n_boot, seed=0, ece_bins=cfg.ece_bins
     )
-    _write_tables(out, plan, records, table, say)
+    shared = _write_tables(out, plan, records, table, say)
     if cfg.explore_n > 0:  # the report explorer's strips (explore.json)
         kept = explore.sample(
             plan.reader,
@@ -229,7 +229,7 @@ def _write_evaluation(out: EvalDir, plan: EvalPlan, say) -> None:
     draw_figures(
         out, plan.reader, plan.device, plan.cfg, plan.seen, records, table, readings_by_length, say
     )
-    out.write_meta(_meta(plan))
+    out.write_meta(_meta(plan, shared))
 
 
 def _decoding(cfg: EvalConfig) -> str:
@@ -262,8 +262,11 @@ def _read_sets(plan: EvalPlan) -> tuple[pd.DataFrame, dict[int, tuple[StripBatch
     return pd.concat(frames, ignore_index=True), readings_by_length
 
 
-def _write_tables(out: EvalDir, plan: EvalPlan, records, table, say) -> None:
-    """The per-length table (Markdown and CSV), the readings, the confidence thresholds."""
+def _write_tables(
+    out: EvalDir, plan: EvalPlan, records, table, say
+) -> shared_samples.SharedSamples | None:
+    """The per-length table (Markdown and CSV), the readings, the confidence thresholds; the
+    error by sample of strips that share samples (the folder's samples.csv), when measured."""
     cfg = plan.cfg
     title = f"{plan.reader.name} reader, {plan.source} strips, {_decoding(cfg)} ({plan.ckpt_path})"
     if plan.onnx:
@@ -277,18 +280,20 @@ def _write_tables(out: EvalDir, plan: EvalPlan, records, table, say) -> None:
     write_text(out.thresholds, csv_text(thresholds))
     say(metrics.table_markdown(table, title))
     say(_thresholds_text(thresholds))
-    shared = shared_samples.line(
+    shared = shared_samples.measure(
         cfg.folder, dict(zip(records["source"], records["correct"], strict=True))
     )
-    if shared:  # strips composed of a few samples: the intervals counting strips are too narrow
-        say(shared)
+    if shared is not None:  # strips of a few samples: the intervals counting strips are too narrow
+        say(shared_samples.line(shared))
     say(f"most confident failures (of {int((~records['correct']).sum())}):")
     for line in confident_failures(records, cfg.failures_shown):
         say(f"  {line}")
+    return shared if isinstance(shared, shared_samples.SharedSamples) else None
 
 
-def _meta(plan: EvalPlan) -> EvalMeta:
-    """eval.json: what was read, how, from which checkpoint, and the strips' fingerprints."""
+def _meta(plan: EvalPlan, shared: shared_samples.SharedSamples | None) -> EvalMeta:
+    """eval.json: what was read, how, from which checkpoint, the strips' fingerprints, and
+    the error by sample of strips that share samples."""
     cfg, ckpt, source = plan.cfg, plan.ckpt, plan.source
     return EvalMeta(
         name=plan.name,
@@ -313,6 +318,7 @@ def _meta(plan: EvalPlan) -> EvalMeta:
             STRIP_PRINTS: plan.prints
             or {str(n): strips_digest(s) for n, (s, _) in plan.sets.items()},
             **({STRIPS_BY: CONTENT} if plan.prints else {}),
+            **({shared_samples.RECORD: shared.record()} if shared else {}),
         },
     )
 

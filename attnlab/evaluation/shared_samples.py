@@ -7,15 +7,21 @@ counts strips (the Wilson interval of the per-length table) is too narrow. ``jac
 deletes each sample's strips in turn and recomputes, over every sample (the delete-one-group
 jackknife). A strip holding several samples is left out of several replicates, so its figure
 errs wide, as the strip count errs narrow: the truth lies between the two.
+
+``measure`` gives an evaluation's figures (``SharedSamples``: eval.json records them under
+``RECORD``, the report says them beside the evaluation's table: report.findings), ``line``
+the line ``attnlab eval`` prints below its table.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 SAMPLES = "samples.csv"  # filename, samples (space-separated indices): handwritten_strips.py
+RECORD = "shared_samples"  # eval.json's extra key: SharedSamples.record()
 
 
 def jackknife(values: dict[str, float], members: dict[str, list[str]]) -> tuple[float, float]:
@@ -54,10 +60,49 @@ def strip_error(values: dict[str, float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values.values()) / max(n - 1, 1) / n)
 
 
-def line(folder: str | Path | None, correct: dict[str, bool]) -> str | None:
-    """One line for an evaluation of ``folder`` whose strips (``correct``, by source name)
-    share samples its ``samples.csv`` names: the exact % with both errors. None for a folder
-    without one; a line saying so where the file does not name every strip read."""
+@dataclass(frozen=True)
+class SharedSamples:
+    """What an evaluation of strips that share samples measured: eval.json's
+    ``extra["shared_samples"]`` (``record``), the report's line (``report.findings``)."""
+
+    file: str  # the samples.csv read
+    strips: int
+    samples: int  # the distinct samples the strips read hold
+    exact: float  # the exact share, 0-1
+    se_by_sample: float  # the delete-one-sample jackknife's standard error, 0-1
+    se_by_strip: float  # the standard error counting strips as independent, 0-1
+
+    @property
+    def too_narrow(self) -> bool:
+        """The strip count's error is below the samples' as printed (no rounding noise)."""
+        return round(self.se_by_sample * 100, 2) > round(self.se_by_strip * 100, 2)
+
+    def record(self) -> dict[str, float | int | str]:
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: object) -> SharedSamples | None:
+        """The record eval.json holds; None for one without it or a malformed one."""
+        if not isinstance(record, dict) or set(record) != {f.name for f in fields(cls)}:
+            return None
+        try:
+            return cls(
+                file=str(record["file"]),
+                strips=int(record["strips"]),
+                samples=int(record["samples"]),
+                exact=float(record["exact"]),
+                se_by_sample=float(record["se_by_sample"]),
+                se_by_strip=float(record["se_by_strip"]),
+            )
+        except (TypeError, ValueError):
+            return None
+
+
+def measure(folder: str | Path | None, correct: dict[str, bool]) -> SharedSamples | str | None:
+    """The error by sample of an evaluation of ``folder`` whose strips (``correct``, by
+    source name) share the samples its ``samples.csv`` names. None for a folder without one;
+    a line saying why none is given where the file cannot be read or does not name every
+    strip read."""
     if not folder or not (Path(folder) / SAMPLES).is_file() or not correct:
         return None
     path = Path(folder) / SAMPLES
@@ -69,12 +114,26 @@ def line(folder: str | Path | None, correct: dict[str, bool]) -> str | None:
         return f"{path} does not name the samples of every strip read: no error by sample given"
     values = {s: float(ok) for s, ok in correct.items()}
     mean, se = jackknife(values, members)
-    pool = len({sample for s in values for sample in members[s]})
-    by_strip = strip_error(values)
-    wider = round(se * 100, 2) > round(by_strip * 100, 2)  # as printed: no rounding noise
-    narrow = "; the intervals above count strips and are too narrow" if wider else ""
+    if math.isnan(se):
+        return f"{path}: the strips read hold fewer than two samples: no error by sample given"
+    return SharedSamples(
+        file=str(path),
+        strips=len(values),
+        samples=len({sample for s in values for sample in members[s]}),
+        exact=mean,
+        se_by_sample=se,
+        se_by_strip=strip_error(values),
+    )
+
+
+def line(measured: SharedSamples | str | None) -> str | None:
+    """The one line ``attnlab eval`` prints below its table for what ``measure`` gave."""
+    if measured is None or isinstance(measured, str):
+        return measured
+    m = measured
+    narrow = "; the intervals above count strips and are too narrow" if m.too_narrow else ""
     return (
-        f"these {len(values)} strips share {pool} source samples ({path}): exact "
-        f"{mean * 100:.2f}%, standard error {se * 100:.2f} points by the samples' jackknife "
-        f"against {by_strip * 100:.2f} counting strips{narrow} (docs/own-strips.md)"
+        f"these {m.strips} strips share {m.samples} source samples ({m.file}): exact "
+        f"{m.exact * 100:.2f}%, standard error {m.se_by_sample * 100:.2f} points by the samples' "
+        f"jackknife against {m.se_by_strip * 100:.2f} counting strips{narrow} (docs/own-strips.md)"
     )

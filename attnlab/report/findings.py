@@ -1,5 +1,6 @@
 """Sentences generated from the aggregated numbers (never fixed text): how each reader fails
-beyond the seen lengths, what oracle-length decoding recovers, how calibrated it is."""
+beyond the seen lengths, what oracle-length decoding recovers, how calibrated it is, and how
+wide the error of an exact % really is where the strips share source samples."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd
 
 from attnlab.evaluation.analysis import FAILURE_LEGEND, FAILURE_MODES
 from attnlab.evaluation.metrics import METRIC, TOTAL
+from attnlab.evaluation.shared_samples import RECORD, SharedSamples
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.variants import ordered_variants
 
@@ -33,7 +35,7 @@ def findings(group: TrainGroup) -> list[str]:
             mine = rows[rows["variant"] == variant]
             unseen = _unseen(mine)
             classed |= unseen.startswith(FAILED)
-            parts = [unseen, _oracle(mine), _calibration(mine)]
+            parts = [unseen, _oracle(mine), _calibration(mine), _shared(group, name, variant)]
             text = "; ".join(p for p in parts if p)
             if text:
                 lines.append(f"{variant} ({name}): {text}.")
@@ -89,3 +91,29 @@ def _calibration(rows: pd.DataFrame) -> str:
     if not values:
         return ""
     return "calibration error (ECE) " + ", ".join(f"{v:.3f} {s}" for s, v in values)
+
+
+def _shared(group: TrainGroup, name: str, variant: str) -> str:
+    """Where the evaluation's strips share source samples (eval.json's record, written by
+    attnlab eval from the folder's samples.csv): each seed's standard error by sample beside
+    the one counting strips, which every interval of the report uses."""
+    measured = [
+        (run.seed, SharedSamples.from_record(run.eval_meta[name].extra.get(RECORD)))
+        for run in group.runs
+        if run.variant == variant and name in run.eval_meta
+    ]
+    measured = [(seed, m) for seed, m in measured if m is not None]
+    if not measured:
+        return ""
+    first = measured[0][1]
+    each = ", ".join(
+        f"{m.se_by_sample * 100:.2f} points by the samples' jackknife against "
+        f"{m.se_by_strip * 100:.2f} counting strips" + ("" if seed is None else f" (seed {seed})")
+        for seed, m in measured
+    )
+    wider = any(m.too_narrow for _, m in measured)
+    narrow = ": the intervals count strips and are too narrow" if wider else ""
+    return (
+        f"its {first.strips} strips share {first.samples} source samples ({first.file}), "
+        f"so the exact %'s standard error is {each}{narrow}"
+    )
