@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from attnlab.data import strip_cache
 from attnlab.data.limit import draw, limit_order
 from attnlab.errors import UserError
 from attnlab.models import registry
@@ -124,9 +125,20 @@ def curve(tmp_path_factory, attnlab_run, trained, strips):
     root = tmp_path_factory.mktemp("curve")
     sweep = root / "sweep"
     src = trained["attention"]
-    res = attnlab_run("sweep", "lengths", *TINY, "model=attention", "seed=0", "data=folder",
-                      f"data.path={strips}", "data.limit=20,60", f"init_from=null,{src}",
-                      "hydra/launcher=basic", f"hydra.sweep.dir={sweep}", cwd=root)  # fmt: skip
+    decoded: Counter[str] = Counter()  # each image file's decodes, over the whole sweep
+    real = strip_cache.decode
+
+    def counted(file, *args):
+        decoded[Path(file).name] += 1
+        return real(file, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(strip_cache, "decode", counted)
+        mp.setattr(strip_cache, "_DECODED", OrderedDict())  # none kept from earlier tests
+        res = attnlab_run("sweep", "lengths", *TINY, "model=attention", "seed=0", "data=folder",
+                          f"data.path={strips}", "data.limit=20,60", f"init_from=null,{src}",
+                          "hydra/launcher=basic", f"hydra.sweep.dir={sweep}",
+                          cwd=root)  # fmt: skip
     assert res.returncode == 0, res.stderr
     rep = attnlab_run("report", sweep, "--out", root / "report", cwd=root)
     assert rep.returncode == 0, rep.stderr
@@ -136,11 +148,11 @@ def curve(tmp_path_factory, attnlab_run, trained, strips):
 
         c = OmegaConf.load(cfg)
         jobs[(c.data.limit, c.init_from is not None)] = cfg.parent.parent
-    return root / "report", jobs, src
+    return root / "report", jobs, src, decoded
 
 
 def test_nested_draws_and_the_same_held_out_strips_for_every_limit(curve):
-    _, jobs, _ = curve
+    _, jobs, _, _ = curve
     split = {k: json.loads((run / "data_split.json").read_text()) for k, run in jobs.items()}
     small, big = split[(20, False)], split[(60, False)]
     assert small["held_out"] == big["held_out"] and len(small["held_out"]) == 20
@@ -153,8 +165,20 @@ def test_nested_draws_and_the_same_held_out_strips_for_every_limit(curve):
     assert Counter(length[i] for i in small["drawn_ids"]) == {1: 7, 2: 7, 3: 6}
 
 
+def test_the_sweep_decodes_each_strip_once_for_its_checks_and_its_jobs(curve):
+    """The sweep builds each of its 4 jobs' trainers to check them before the first starts,
+    then runs them in this process (hydra/launcher=basic): the folder's strips are decoded
+    once for all of that (strip_cache._DECODED; 8 times each before). Each job's evaluation
+    reads its 20 held-out strips again, and only those."""
+    _, jobs, _, decoded = curve
+    held = set(json.loads((jobs[(20, False)] / "data_split.json").read_text())["held_out"])
+    assert len(decoded) == 200 and len(held) == 20
+    assert {n: c for n, c in decoded.items() if n not in held and c != 1} == {}
+    assert {decoded[n] for n in held} == {1 + len(jobs)}
+
+
 def test_a_resume_with_another_limit_is_refused(curve, copy_run, attnlab_run, tmp_path):
-    _, jobs, _ = curve
+    _, jobs, _, _ = curve
     run = copy_run(jobs[(20, False)])
     before = (run / "checkpoints" / "last.pt").read_bytes()
     cfg = json.loads(json.dumps(torch.load(run / "checkpoints" / "last.pt")["config"]))
@@ -182,7 +206,7 @@ def test_the_limit_sweep_draws_a_log_axis_curve_and_data_needs_csv(curve):
     from attnlab.report.swept import lines_of, points
     from attnlab.report.variants import assign_variants
 
-    report, jobs, src = curve
+    report, jobs, src, _ = curve
     assert (report / "swept_data_limit_held_out_greedy.png").is_file()
     runs = discover_runs([next(iter(jobs.values())).parent])
     assign_variants(runs)
@@ -223,7 +247,7 @@ def test_the_limit_sweep_draws_a_log_axis_curve_and_data_needs_csv(curve):
 
 
 def test_fine_tuned_sweep_jobs_are_also_read_on_the_synthetic_test_sets(curve):
-    report, jobs, _ = curve
+    report, jobs, _, _ = curve
     for (_, tuned), run in jobs.items():
         evals = sorted(p.name for p in (run / "eval").iterdir())
         assert evals == (["held-out-greedy", "synthetic-greedy"] if tuned else ["held-out-greedy"])
@@ -299,7 +323,7 @@ def test_a_limit_sweep_without_init_from_says_why_it_has_no_data_needs_section(
     in summary.md; the full curve's report (which has the section) says nothing of it."""
     import shutil
 
-    report, jobs, _ = curve
+    report, jobs, _, _ = curve
     for (limit, started), job in jobs.items():
         if not started:
             shutil.copytree(

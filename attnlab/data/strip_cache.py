@@ -5,12 +5,15 @@ a ``StripCache`` that batches are gathered from; each strip's identity
 (``dedup.content_key``) is taken from the decoded image between the two steps, so it does not
 depend on how the strip is read. ``read_source`` is the first steps of the folder-data path
 (listed, charset checked, decoded once, widths checked); ``median_own_height`` measures the
-strips the recipe then reads, each file decoded once.
+strips the recipe then reads, each file decoded once. A decode of the very strips decoded
+last in this process is not done again (``_DECODED``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -80,10 +83,26 @@ def decode_all(
 ) -> StripCache:
     """Decode the strips of ``source`` (or those at ``only``) once, in parallel threads
     (Pillow releases the GIL while it decodes), each with its content key (taken before
-    ``prepare``); errors and warnings name the file:line (light ink on dark paper: once)."""
+    ``prepare``); errors and warnings name the file:line (light ink on dark paper: once).
+    The whole of a source decoded before in this process, to the byte, is not decoded
+    again: its cache is handed back and its warnings said again (``_DECODED``)."""
     entries = source.entries if only is None else [source.entries[i] for i in only]
     data_of = source.image_bytes()
-    tally = Tally(warn, by_name=True)
+    key = _decoded_key(source, data_of, height, crop) if only is None else None
+    if key in _DECODED:
+        _DECODED.move_to_end(key)
+        _MEASURED.pop(_measured_key(source), None)  # not needed: nothing is decoded
+        cache, said = _DECODED[key]
+        for message in said:
+            warn(message)
+        return cache
+    said: list[str] = []
+
+    def say(message: str) -> None:  # said now, and again when the cache is handed back
+        said.append(message)
+        warn(message)
+
+    tally = Tally(say, by_name=True)
 
     measured = _measured(source, entries)
 
@@ -105,7 +124,39 @@ def decode_all(
         done = list(pool.map(one, entries))
     tally.close(len(entries))
     images, keys = [im for im, _ in done], [k for _, k in done]
-    return StripCache(images, [e.label for e in entries], [e.id for e in entries], keys)
+    cache = StripCache(images, [e.label for e in entries], [e.id for e in entries], keys)
+    if key is not None:
+        _DECODED[key] = (cache, said)
+        while len(_DECODED) > KEEP:
+            _DECODED.popitem(last=False)
+    return cache
+
+
+# The sources decode_all decoded whole, by what decoding depends on (``_decoded_key``), with
+# the warnings it said: a sweep builds every job's trainer before the first job starts
+# (tasks.jobcheck), then runs the jobs (hydra/launcher=basic: in its own process), and each
+# decoded the same folder again (10 jobs over 20,000 captchas at 64 px: minutes before the
+# first step). KEEP of them (a training folder and its data.val_path), the oldest dropped; a
+# cache handed out is only read (batches and subsets copy out of it).
+_DECODED: OrderedDict[str, tuple[StripCache, list[str]]] = OrderedDict()
+KEEP = 2
+
+
+def _decoded_key(source: Source, data_of, height: int, crop: bool) -> str | None:
+    """What a whole source's decode depends on: the height and crop, and every strip's id,
+    label and image bytes (read, not decoded: a fraction of a decode's time). None when a
+    file cannot be read: the decode names it."""
+    h = hashlib.blake2b(f"{height}|{crop}|{source.kind}".encode(), digest_size=16)
+    for e in source.entries:
+        try:
+            data = data_of(e)
+            if data is None:
+                data = source.file_of(e).read_bytes()
+        except OSError:
+            return None
+        h.update(f"{len(e.id)}:{e.id}|{len(e.label)}:{e.label}|{len(data)}:".encode())
+        h.update(data)
+    return h.hexdigest()
 
 
 def median_own_height(source: Source, crop: bool, n: int = 200) -> int:
