@@ -141,3 +141,23 @@ def test_bad_unlabelled_folders_are_refused_in_one_line(strips, tmp_path, attnla
     assert "train.minutes=1" in err and "rounds" in err
     err = _refused(attnlab_run, tmp_path, "preset=tiny", f"data.unlabelled={strips['unlabelled']}")
     assert "data.unlabelled" in err and "needs data=folder" in err
+
+
+def test_the_strips_data_limit_leaves_out_may_come_unlabelled(strips, tmp_path, attnlab_run):
+    """A pool of 80 labelled strips given whole as data.unlabelled too (its images, no
+    labels.csv): with data.limit=20 only the 20 drawn are trained with their labels, so the
+    other 60 are the unlabelled pool (the data-needs curve's third arm); without data.limit
+    every one is trained with its label, and the folder is refused in one line."""
+    images = tmp_path / "pool_images"
+    shutil.copytree(strips["labelled"], images, ignore=shutil.ignore_patterns("labels.csv"))
+    pool = [f"data.unlabelled={images}", f"data.val_path={strips['named']}"]
+    run = tmp_path / "limited"
+    res = attnlab_run(
+        "train", *args(strips, *pool, "data.limit=20", f"hydra.run.dir={run}"), cwd=tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    record = json.loads((run / "data_split.json").read_text())
+    assert record["trained"] == 20 and record["unlabelled"]["dropped"] == 20, record
+    assert len(record["unlabelled_keys"]) == 60  # all of them count as trained on
+    err = _refused(attnlab_run, tmp_path, *args(strips, *pool))
+    assert "every one of its 80 strips is a strip trained with its label" in err

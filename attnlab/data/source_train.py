@@ -97,14 +97,16 @@ def folder_data(cfg: Any, reader: Any, seen: list[int], seed: int, synth: StripS
         f"; {d.mix:.0%} of each batch synthetic" if d.mix > 0 else "",
     )
     stream = SourceStream(cache.subset(drawn), cfg.train.batch_size, seed, d, synth, seen)
-    pool = _unlabelled(cfg, cache.keys, val_cache.keys, cache.subset(drawn), synth, seen)
+    labelled = [cache.keys[i] for i in drawn]  # data.limit's others may come unlabelled
+    pool = _unlabelled(cfg, labelled, val_cache.keys, cache.subset(drawn), synth, seen)
     record.update(pool.record() if pool is not None else {})
     return TrainingData(stream, val_sets, record, pool)
 
 
 def _unlabelled(cfg: Any, labelled, held, train: StripCache, synth: StripSynth, seen):
-    """data.unlabelled: its strips (none a held-out strip's image; labelled ones left out),
-    and the streams of self-training's rounds, drawn as the labelled strips are."""
+    """data.unlabelled: its strips (none a held-out strip's image; those trained with their
+    labels left out: ``labelled``, data.limit's draw), and the streams of self-training's
+    rounds, drawn as the labelled strips are."""
     d = cfg.data
     if not getattr(d, "unlabelled", None):
         return None

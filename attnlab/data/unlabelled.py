@@ -11,9 +11,13 @@ self-training (``attnlab.training.selftrain``) reads and takes labels from.
   (``dedup.content_key``) the leak checks use.
 - A strip whose image is a held-out strip's (``data.val_path``, or the held-out share of
   ``data.path``) is refused in one line: its pseudo-label would train on a strip the run is
-  measured on. A strip whose image is another strip of ``data.path`` (a labelled one) is
-  dropped, with a count in the log and the record: its own label trains already. A copy of
-  a strip inside DIR counts once (dropped, counted).
+  measured on. A strip whose image is a strip trained with its label (of ``data.path``, in
+  ``data.limit``'s draw when there is one) is dropped, with a count in the log and the
+  record: its own label trains already. The strips of ``data.path`` that ``data.limit`` left
+  out are not trained with their labels, so they may come unlabelled: a pool of N labels and
+  the unlabelled rest of it is ``data.path=POOL data.limit=N data.unlabelled=IMAGES_OF_POOL``
+  (the data-needs curve's third arm). A copy of a strip inside DIR counts once (dropped,
+  counted).
 - The run's record (``data_split``) keeps the content keys of every unlabelled strip it
   kept (``unlabelled_keys``): all of them count as trained on, whether or not a round took
   their reading, so ``attnlab eval RUN --folder``, ``attnlab eval RUN`` and a fine-tune's
@@ -142,7 +146,7 @@ def read_pool(
     warn: Warn,
 ) -> Pool:
     """``data.unlabelled`` read and checked against the labelled strips' content keys
-    (``labelled``: every strip of data.path; ``held``: the held-out ones)."""
+    (``labelled``: the strips trained with their labels; ``held``: the held-out ones)."""
     source = open_unlabelled(d.unlabelled)
     cache = decode_all(source, d.height, d.crop, warn)
     where = f"{WHAT}={d.unlabelled}"
@@ -161,8 +165,14 @@ def read_pool(
             known.add(k)
     dropped = len(cache) - len(kept)
     if not kept:
-        raise UserError(f"{where}: every one of its {len(cache)} strips is a strip of data.path")
+        raise UserError(
+            f"{where}: every one of its {len(cache)} strips is a strip trained with its label "
+            "(data.path)"
+        )
     if dropped:
-        warn(f"{where}: {dropped} strip(s) labelled in data.path or repeated left out")
+        warn(
+            f"{where}: {dropped} strip(s) trained with their labels (data.path) or repeated "
+            "left out"
+        )
     log.info("%s: %d unlabelled strips (%d left out)", where, len(kept), dropped)
     return Pool(Path(d.unlabelled), cache.subset(kept), dropped, train, make, seed)
