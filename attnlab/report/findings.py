@@ -98,7 +98,7 @@ def _shared(group: TrainGroup, name: str, variant: str) -> str:
     attnlab eval from the folder's samples.csv): each seed's standard error by sample beside
     the one counting strips, which every interval of the report uses."""
     measured = [
-        (run.seed, SharedSamples.from_record(run.eval_meta[name].extra.get(RECORD)))
+        (run.seed, SharedSamples.from_record((run.eval_meta[name].extra or {}).get(RECORD)))
         for run in group.runs
         if run.variant == variant and name in run.eval_meta
     ]
