@@ -15,7 +15,9 @@ itself runs before its first step:
   holds a run already (a sweep run again, or another sweep in the same folder): its trainer
   is built, as the job builds it, which refuses what the job would (``data.limit`` over the
   pool, a run that this config would not resume: other values, or the jobs in another
-  order). Building one writes nothing; fresh jobs that differ only in ``seed`` share one.
+  order). Building one writes nothing; fresh jobs that differ only in ``seed`` share one,
+  and a folder is decoded once for all of them and the jobs the sweep runs in its own
+  process (``data.strip_cache``).
 
 The first refusal ends the sweep in one line (which job, its directory, why) and exit status
 2, with nothing written. An optimising sweeper (Optuna, Nevergrad, Ax) draws its trials as it
