@@ -110,6 +110,28 @@ def test_a_run_stopped_inside_a_later_round_resumes_exactly(strips, tmp_path):
     assert a["self_training"] == b["self_training"]
 
 
+def test_a_larger_train_rounds_trains_on_a_run_its_cap_stopped(strips, tmp_path, caplog):
+    """train.rounds=0 ends the rounds after round 0, at the cap the record names; asked
+    again with the same cap the run trains nothing and says what would train it on; asked
+    with train.rounds=1 it trains round 1 from there and ends exactly as a run given
+    train.rounds=1 from the start."""
+    base = args(strips, "train.checkpoint_every=100")
+    whole = session.train(compose([*base, "train.rounds=1"]), tmp_path / "whole")
+    assert len(whole["self_training"]["rounds"]) == 2 and whole["self_training"]["max_rounds"] == 1
+    run = tmp_path / "capped"
+    first = session.train(compose([*base, "train.rounds=0"]), run)
+    assert first["step"] == 6 and len(first["self_training"]["rounds"]) == 1
+    assert first["self_training"]["stopped"].endswith("the cap (train.rounds=0)")
+    again = session.train(compose([*base, "train.rounds=0"]), run)
+    assert again["step"] == 6 and "a larger train.rounds trains on" in caplog.text
+    resumed = session.train(compose([*base, "train.rounds=1"]), run)
+    assert resumed["val"] == whole["val"] and resumed["self_training"] == whole["self_training"]
+    a, b = _last(tmp_path / "whole"), _last(run)
+    assert a["step"] == b["step"] == 12
+    assert all(torch.equal(v, b["model"][k]) for k, v in a["model"].items())
+    assert a["self_training"] == b["self_training"]
+
+
 def _refused(attnlab_run, cwd, *overrides: str) -> str:
     res = attnlab_run("train", *overrides, f"hydra.run.dir={cwd / 'run'}", cwd=cwd)
     assert res.returncode == 2, res.stderr
@@ -141,6 +163,10 @@ def test_bad_unlabelled_folders_are_refused_in_one_line(strips, tmp_path, attnla
     assert "train.minutes=1" in err and "rounds" in err
     err = _refused(attnlab_run, tmp_path, "preset=tiny", f"data.unlabelled={strips['unlabelled']}")
     assert "data.unlabelled" in err and "needs data=folder" in err
+    err = _refused(attnlab_run, tmp_path, *args(strips, "train.rounds=-1"))
+    assert "train.rounds=-1" in err and "whole number of self-training rounds" in err
+    err = _refused(attnlab_run, tmp_path, "preset=tiny", "train.rounds=5")
+    assert "train.rounds=5" in err and "needs data.unlabelled" in err
 
 
 def test_the_strips_data_limit_leaves_out_may_come_unlabelled(strips, tmp_path, attnlab_run):

@@ -93,6 +93,9 @@ class TrainConfig:
     # minutes, over every command that trains the run; the schedule is sized to it. With
     # train.steps and train.patience: whichever ends first (attnlab.training.budget).
     minutes: float | None = None
+    # data.unlabelled: self-training's rounds after round 0, at most (attnlab.training.
+    # selftrain); a larger value asked again into a run its cap stopped trains on from there.
+    rounds: int = 3
 
     @classmethod
     def check(cls, t: Any) -> None:
@@ -124,6 +127,10 @@ class TrainConfig:
         ok = minutes is None or (finite(minutes) and 0 < minutes <= MAX_MINUTES)
         rule = f"must be a number of minutes > 0 and <= {MAX_MINUTES} (a year), or null (off)"
         require(ok, "train.minutes", minutes, rule)
+        rounds = getattr(t, "rounds", 3)
+        ok = isinstance(rounds, int) and 0 <= rounds <= MAX_ROUNDS
+        rule = f"must be a whole number of self-training rounds in [0, {MAX_ROUNDS}]"
+        require(ok, "train.rounds", rounds, rule)
         if t.objective is not None:
             require(
                 t.objective in OBJECTIVES,
@@ -137,6 +144,10 @@ class TrainConfig:
 # thread pool (4096) or exhausts memory (100000); fixed, so a config checked on a login node
 # is checked alike on the node that runs it.
 MAX_THREADS = 1024
+
+# train.rounds' ceiling: each round reads every unlabelled strip and trains train.steps, so
+# a larger number is a typo rather than a plan.
+MAX_ROUNDS = 100
 
 # train.minutes' ceiling: a year of wall time (a larger value is a typo, e.g. seconds).
 MAX_MINUTES = 525_600
@@ -248,7 +259,17 @@ class ExperimentConfig:
         check_user_encoder_keys(cfg)  # a key another encoder reads, set on the command line
         OptimConfig.check(cfg.optim)
         TrainConfig.check(cfg.train)
+        check_rounds_need_unlabelled(cfg)
         EvalConfig.check(cfg.eval)
+
+
+def check_rounds_need_unlabelled(cfg: Any) -> None:
+    """train.rounds other than its default counts self-training's rounds: without
+    data.unlabelled it would change nothing, so it is refused rather than ignored."""
+    rounds = getattr(cfg.train, "rounds", TrainConfig.rounds)
+    ok = rounds == TrainConfig.rounds or getattr(cfg.data, "unlabelled", None) is not None
+    rule = "counts self-training's rounds: needs data.unlabelled=DIR (strips nobody labelled)"
+    require(ok, "train.rounds", rounds, rule)
 
 
 def model_schema(node: Any) -> type[ModelConfig]:

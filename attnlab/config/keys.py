@@ -43,13 +43,15 @@ ADDED_DEFAULTS = {
     "optim.ema": "0.0",  # the weights as trained, no average (attnlab.training.average)
     "train.minutes": "null",  # no budget in minutes (attnlab.training.budget)
     "data.unlabelled": "null",  # no self-training (attnlab.training.selftrain)
+    "train.rounds": "3",  # self-training's rounds after round 0, at most
 }
 
 # What a run asked again into its own directory may change (attnlab.runs.resume): the keys
 # above, and where the run ends: train.steps (a larger value trains on from the checkpoint),
-# train.patience (a larger one, or null, trains on a run that stopped early) and
-# train.minutes (more minutes train on for what is left).
-RESUMABLE = (*NEUTRAL_KEYS, "train.steps", "train.patience", "train.minutes")
+# train.patience (a larger one, or null, trains on a run that stopped early),
+# train.minutes (more minutes train on for what is left) and train.rounds (more rounds
+# train on a self-training run that its cap stopped).
+RESUMABLE = (*NEUTRAL_KEYS, "train.steps", "train.patience", "train.minutes", "train.rounds")
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, str]:

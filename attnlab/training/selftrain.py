@@ -20,7 +20,10 @@ sure of join training as labels, round after round while validation improves.
   validation than the best before it (best.pt moves; the measure ``train.objective``
   chooses by); the rounds stop at the first round that does not, when no confidence reaches
   the precision, when none of the unlabelled readings reaches the threshold, or after
-  ``ROUNDS`` rounds. best.pt is always the best validation's weights, whichever round.
+  ``train.rounds`` rounds (3 unless given). best.pt is always the best validation's weights,
+  whichever round. A run its cap stopped, asked again into its directory with a larger
+  ``train.rounds``, trains on from its last round (``Rounds.restore``), as the rounds of one
+  run with that cap would.
 - The record (the checkpoint's ``self_training``, metrics.json's ``self_training``): per
   round its first step, threshold, the validation precision at it, how many strips were
   taken, the best validation before and after it and whether it improved; why the rounds
@@ -50,7 +53,6 @@ from attnlab.training.optim import optimiser
 log = logging.getLogger("attnlab.train")
 
 PRECISION = 0.99  # of the validation readings at or above the threshold
-ROUNDS = 3  # rounds after round 0, at most
 
 
 def threshold(confidence: list[float], right: list[bool], precision: float) -> float | None:
@@ -75,9 +77,11 @@ def precision_at(confidence: list[float], right: list[bool], t: float) -> float:
 class Rounds:
     """Self-training's state, part of the trainer's ``TrainState``: the round, its first
     step, the strips taken (content key, reading), the per-round record and why it stopped
-    (None: it goes on). ``pool``: the unlabelled strips (``data.unlabelled.Pool``)."""
+    (None: it goes on). ``pool``: the unlabelled strips (``data.unlabelled.Pool``);
+    ``cap``: ``train.rounds``, the rounds after round 0 at most."""
 
     pool: Any
+    cap: int = 3
     round: int = 0
     start: int = 0
     taken: list[tuple[str, str]] = field(default_factory=list)
@@ -95,7 +99,8 @@ class Rounds:
                 f"train.steps steps; give train.steps (and train.patience) instead"
             )
         entry = {"round": 0, "start_step": 0, "threshold": None, "taken": 0}
-        return cls(pool, log=[{**entry, "val_before": None}])
+        cap = int(cfg.train.get("rounds", 3))
+        return cls(pool, cap=cap, log=[{**entry, "val_before": None}])
 
     def record(self, taken: bool = True) -> dict[str, Any]:
         """The checkpoint's record (with the strips taken) or metrics.json's (without)."""
@@ -105,7 +110,7 @@ class Rounds:
             "rounds": [dict(r) for r in self.log],
             "stopped": self.stopped,
             "precision": PRECISION,
-            "max_rounds": ROUNDS,
+            "max_rounds": self.cap,
             "unlabelled": len(self.pool),
         }
         return {**out, "taken": [list(t) for t in self.taken]} if taken else out
@@ -118,6 +123,10 @@ class Rounds:
         self.taken = [(str(k), str(label)) for k, label in saved["taken"]]
         self.log = [dict(r) for r in saved["rounds"]]
         self.stopped = saved.get("stopped")
+        r = self.round
+        if capped(saved) and r < self.cap:  # a larger train.rounds: trains on
+            log.info("self-training: train.rounds=%d trains on after round %d", self.cap, r)
+            self.stopped = None
         return self.pool.stream(self.taken, self.round)
 
     def close(self, best: Any) -> None:
@@ -127,12 +136,21 @@ class Rounds:
         entry.update(val_after=best.value, best_step=best.step, improved=improved)
         if self.round > 0 and not entry["improved"]:
             self.stopped = f"round {self.round} read no better validation than the best before it"
-        elif self.round >= ROUNDS:
-            self.stopped = f"{ROUNDS} rounds after round 0 (attnlab.training.selftrain.ROUNDS)"
+        elif self.round >= self.cap:
+            self.stopped = f"{self.cap} rounds after round 0, the cap (train.rounds={self.cap})"
 
     def history(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows of a history that ``train.patience`` counts in this round."""
         return rows if self.round == 0 else [r for r in rows if int(r["step"]) > self.start]
+
+
+def capped(saved: dict[str, Any]) -> bool:
+    """Whether the rounds of a checkpoint's record (``Rounds.record``) stopped at their cap:
+    its last round improved validation and no other rule ended them."""
+    last = saved["rounds"][-1]
+    cap = int(saved.get("max_rounds", 3))
+    ended = saved.get("stopped") is not None
+    return ended and last.get("improved") is True and int(saved["round"]) >= cap
 
 
 def pseudo_labels(trainer: Any) -> tuple[float | None, float | None, list[tuple[str, str]]]:

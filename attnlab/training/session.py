@@ -22,6 +22,7 @@ from attnlab.runs.resume import continue_command, resume_command
 from attnlab.runs.rundir import RunDir, RunStatus
 from attnlab.runtime import Interrupted, sigterm_as_interrupt
 from attnlab.training.prepare import check_training, training_threads
+from attnlab.training.selftrain import capped
 from attnlab.training.trainer import Trainer
 from attnlab.training.validation import patience_spent, standing
 
@@ -107,6 +108,10 @@ def train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 def _why_finished(trainer: Trainer) -> tuple[str, str]:
     """Why a complete run asked again has nothing to train, and what would train it on."""
     t, spent = trainer.cfg.train, patience_spent(trainer.state.history, trainer.cfg.train)
+    rounds = trainer.state.rounds
+    if rounds is not None and capped(rounds.record(taken=False)):
+        said = f"ended its self-training at step {trainer.step}: {rounds.stopped}"
+        return said, "a larger train.rounds"
     if trainer.ended_by() == "minutes":
         used = (trainer.state.budget or {}).get("minutes_spent", t.minutes)
         return (
@@ -195,6 +200,8 @@ def _sizes(paths: list[Path]) -> dict[Path, int]:
 def _is_finished(run: RunDir, trainer: Trainer) -> bool:
     """A complete run asked again for no more steps, minutes or patience than it has spent."""
     if not trainer.resumed or trainer.ended_by() is None:  # steps, minutes or patience left
+        return False
+    if getattr(trainer.state.rounds, "stopped", "") is None:  # self-training: rounds left
         return False
     try:
         return run.read_status().state is RunStatus.complete and run.metrics_file.is_file()
