@@ -242,8 +242,61 @@ def test_the_limit_sweep_draws_a_log_axis_curve_and_data_needs_csv(curve):
         assert r["cer_a"] == pytest.approx(edits / read["truth"].str.len().sum())
         assert r["n_strips"] == len(read) == 20
     md = (report / "summary.md").read_text()
-    assert "## How many strips: started-from variants against scratch" in md
+    assert "## How many strips: each arm against scratch at each N" in md
     assert "How many strips" in (report / "index.html").read_text()
+
+
+def test_the_third_arm_is_paired_with_scratch_and_with_the_same_labels_alone(
+    curve, strips, attnlab_run, tmp_path
+):
+    """The curve's third arm: the fine-tuned job's labels (data.limit=20, init_from=RUN) with
+    the rest of the pool unlabelled (data.unlabelled: the pool's images but the held-out
+    ones), swept into a sweep of its own. The report of both sweeps pairs it with scratch
+    and with the fine-tuned arm at N=20 (what the unlabelled strips add), each difference
+    the two variants' own accuracies apart, and leaves N=60's pair as it was."""
+    import shutil
+
+    report, jobs, src, _ = curve
+    held = set(json.loads((jobs[(20, True)] / "data_split.json").read_text())["held_out"])
+    images = tmp_path / "images"
+    images.mkdir()
+    for png in strips.glob("*.png"):
+        if png.name not in held:
+            shutil.copy(png, images / png.name)
+    third = tmp_path / "third"
+    res = attnlab_run("sweep", "lengths", *TINY, "model=attention", "seed=0", "data=folder",
+                      f"data.path={strips}", "data.limit=20", f"init_from={src}",
+                      f"data.unlabelled={images}", "hydra/launcher=basic",
+                      f"hydra.sweep.dir={third}", cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "report"
+    rep = attnlab_run("report", jobs[(20, True)].parent, third, "--out", out, cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    needs = pd.read_csv(out / "data_needs.csv", dtype={"length": str})
+    seen = needs[(needs["length"] == "all") & (needs["split"] == "seen")]
+    seen = seen[seen["eval"] == "held-out-greedy"]
+
+    def given(label: str) -> bool:  # a variant given unlabelled strips
+        return "data.unlabelled=" in label and "data.unlabelled=null" not in label
+
+    pairs = {
+        (r["limit"], given(r["a"]), "init_from=null" in r["b"], given(r["b"]))
+        for r in seen.to_dict("records")
+    }
+    assert pairs == {(20, False, True, False), (20, True, True, False), (20, True, False, False),
+                     (60, False, True, False)}  # fmt: skip
+    summary = pd.read_csv(out / "summary.csv", dtype={"length": str})
+    for r in seen.to_dict("records"):
+        for side in ("a", "b"):
+            row = summary[
+                (summary["variant"] == r[side]) & (summary["eval"] == r["eval"])
+                & (summary["length"] == "all") & (summary["split"] == "seen")
+            ]  # fmt: skip
+            assert r[f"exact_{side}"] == pytest.approx(row.iloc[0]["exact_acc"])
+        assert r["exact_diff"] == pytest.approx(r["exact_a"] - r["exact_b"])
+    md = (out / "summary.md").read_text()
+    assert "## How many strips: each arm against scratch at each N" in md
+    assert "not paired" not in md
 
 
 def test_fine_tuned_sweep_jobs_are_also_read_on_the_synthetic_test_sets(curve):

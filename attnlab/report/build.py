@@ -29,6 +29,7 @@ from attnlab.report.datacurve import (
     data_needs_markdown,
     data_needs_tables,
 )
+from attnlab.report.datacurve import HEADING as DATA_NEEDS_HEADING
 from attnlab.report.datacurve import METHOD as DATA_NEEDS_METHOD
 from attnlab.report.discover import ReportError, discover_runs, unread_runs
 from attnlab.report.explorer import explorer
@@ -188,6 +189,7 @@ def _write(
         data_needs=curve,
         data_needs_notes=needs_notes,
         data_needs_method=DATA_NEEDS_METHOD,
+        data_needs_heading=DATA_NEEDS_HEADING,
         objectives=values,
         best=best,
         omitted=omitted,

@@ -1,15 +1,19 @@
-"""The data-needs curve's table: each fine-tuned variant against scratch at each ``data.limit``.
+"""The data-needs curve's table: each arm against scratch, and what unlabelled strips add, at
+each ``data.limit``.
 
-When ``data.limit`` (strips trained on) is swept together with ``init_from`` (scratch,
-``init_from=null``, against runs started from a trained reader), the swept-number plot
-(``report.swept``) draws the curve on a log axis, one line per variant with its seed band.
-This module writes the numbers beside it: for every training range, evaluation and N, the
-paired difference (``report.compare``: strip by strip, seeds paired, 95% bootstrap
-interval) of each started-from variant (any ``train.freeze``) against the scratch variant
-of the same reader and the same other keys (``data.mix``, ...) at that N. Pairs are only
-formed from evaluations that read the same strips (``compare`` refuses the others; its
-reason becomes a note). Rows: every length and the seen and unseen totals, in
-``data_needs.csv``; the page and summary.md show the seen total and the longest seen length.
+When ``data.limit`` (strips trained on) is swept together with the arms of the curve, the
+swept-number plot (``report.swept``) draws the curve on a log axis, one line per variant with
+its seed band. The arms: scratch (``init_from=null``, nothing frozen, no ``data.unlabelled``),
+runs started from a trained reader (``init_from=RUN``, any ``train.freeze``) and runs given
+the rest of the pool unlabelled (``data.unlabelled``: self-training), alone or together.
+This module writes the numbers beside the plot: for every training range, evaluation and N,
+the paired difference (``report.compare``: strip by strip, seeds paired, 95% bootstrap
+interval) of every other arm against the scratch variant of the same reader and the same
+other keys (``data.mix``, ...) at that N; and of an arm with unlabelled strips against the
+same arm without them, what the unlabelled strips add. Pairs are only formed from
+evaluations that read the same strips (``compare`` refuses the others; its reason becomes a
+note). Rows: every length and the seen and unseen totals, in ``data_needs.csv``; the page and
+summary.md show the seen total and the longest seen length.
 """
 
 from __future__ import annotations
@@ -20,46 +24,76 @@ from attnlab.evaluation.metrics import METRIC, TOTAL
 from attnlab.report.aggregate import TrainGroup
 from attnlab.report.compare import COLUMNS as COMPARE_COLUMNS
 from attnlab.report.compare import Side, compare, sides
+from attnlab.report.run_info import RunInfo
 from attnlab.report.same_strips import CompareRefused
 from attnlab.report.tables import Row, SummaryTable, md_escape, points_text
 
 DATA_NEEDS_CSV = "data_needs.csv"
 LIMIT = "data.limit"  # the swept number of training strips
 SOURCE = "init_from"  # what a variant started from; "null" = scratch
+UNLABELLED = "data.unlabelled"  # strips nobody labelled (self-training); "null" = none
+FREEZE = "train.freeze"
 SCRATCH = "null"
 UNFROZEN = "[]"
+# What makes an arm of the curve, and each key's value in the scratch arm (a key a report's
+# runs all share is not among their swept keys: it counts as this value).
+ARM = {SOURCE: SCRATCH, FREEZE: UNFROZEN, UNLABELLED: SCRATCH}
 COLUMNS = ["limit", *COMPARE_COLUMNS]
+HEADING = "How many strips: each arm against scratch at each N"
 METHOD = (
-    "Each variant started from a trained reader (init_from) against the scratch variant "
-    "(init_from=null, nothing frozen, every other key equal) trained on the same number of "
-    "strips (data.limit): the paired difference A - B on the same held-out strips, 95% "
-    "bootstrap interval over seed pairs and strips (as Paired differences)."
+    "Each arm (started from a trained reader, init_from; given the rest of the pool "
+    "unlabelled, data.unlabelled; or both) against the scratch variant (init_from=null, "
+    "nothing frozen, no unlabelled strips, every other key equal) trained on the same number "
+    "of labelled strips (data.limit), and an arm with unlabelled strips against the same arm "
+    "without them: the paired difference A - B on the same held-out strips, 95% bootstrap "
+    "interval over seed pairs and strips (as Paired differences)."
 )
 
 
-def _scratch_of(candidate: dict[str, str], tuned: dict[str, str]) -> bool:
-    """Is ``candidate`` (a variant's swept keys) the scratch variant ``tuned`` is paired with:
-    init_from=null, nothing frozen, every other swept key (data.limit included) the same."""
-    if candidate.get(SOURCE) != SCRATCH or candidate.get("train.freeze", UNFROZEN) != UNFROZEN:
+def _arm(swept: dict[str, str]) -> dict[str, str]:
+    """A variant's arm: its value of each arm key (the scratch value where not swept)."""
+    return {k: swept.get(k, v) for k, v in ARM.items()}
+
+
+def is_scratch(swept: dict[str, str]) -> bool:
+    """Is a variant (its swept keys) of the scratch arm."""
+    return _arm(swept) == ARM
+
+
+def _twin(candidate: dict[str, str], of: dict[str, str], arm: dict[str, str]) -> bool:
+    """Is ``candidate`` (a variant's swept keys) the variant of arm ``arm`` with every other
+    swept key (data.limit included) as in ``of``."""
+    if _arm(candidate) != arm:
         return False
-    keys = (set(candidate) | set(tuned)) - {SOURCE, "train.freeze"}
-    return all(candidate.get(k) == tuned.get(k) for k in keys)
+    keys = (set(candidate) | set(of)) - set(ARM)
+    return all(candidate.get(k) == of.get(k) for k in keys)
+
+
+def _match(by_variant: dict[str, Side], first: RunInfo, arm: dict[str, str]) -> str | None:
+    """The one variant of ``first``'s reader in arm ``arm`` with every other swept key as
+    ``first`` has it; None when there is none (or more than one)."""
+    found = [
+        v
+        for v, s in by_variant.items()
+        if s.runs[0].reader_name == first.reader_name and _twin(s.runs[0].swept, first.swept, arm)
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def _pairs(by_variant: dict[str, Side]) -> list[tuple[str, str | None]]:
-    """(started-from variant, its scratch variant or None) of one evaluation."""
+    """(A, B or None) of one evaluation: every variant of an arm other than scratch against
+    its scratch variant (None when there is none), and one with unlabelled strips also
+    against the same arm without them, where that is not the scratch variant itself."""
     out = []
     for label, side in by_variant.items():
         first = side.runs[0]
-        if first.swept.get(LIMIT, "null") == "null" or first.swept.get(SOURCE, SCRATCH) == SCRATCH:
+        if first.swept.get(LIMIT, "null") == "null" or is_scratch(first.swept):
             continue  # no count of strips (the whole pool), or a scratch variant itself
-        match = [
-            v
-            for v, s in by_variant.items()
-            if s.runs[0].reader_name == first.reader_name
-            and _scratch_of(s.runs[0].swept, first.swept)
-        ]
-        out.append((label, match[0] if len(match) == 1 else None))
+        out.append((label, _match(by_variant, first, ARM)))
+        without = {**_arm(first.swept), UNLABELLED: SCRATCH}
+        twin = _match(by_variant, first, without) if without != _arm(first.swept) else None
+        if without != ARM and twin is not None:
+            out.append((label, twin))
     return out
 
 
@@ -72,12 +106,12 @@ def data_needs(groups: list[TrainGroup]) -> tuple[pd.DataFrame, list[str]]:
             by_variant = sides(group.runs, name)
             # an evaluation only started-from runs have (the synthetic test sets: forgetting)
             # has no scratch side by design: not a note
-            any_scratch = any(s.runs[0].swept.get(SOURCE) == SCRATCH for s in by_variant.values())
+            any_scratch = any(is_scratch(s.runs[0].swept) for s in by_variant.values())
             for a, b in _pairs(by_variant):
                 if b is None and any_scratch:
                     notes.append(
                         f"train {group.train}, eval {name}: {a}: no scratch variant "
-                        "(init_from=null, same other keys) to pair it with"
+                        "(init_from=null, no data.unlabelled, same other keys) to pair it with"
                     )
                 if b is None:
                     continue
@@ -102,33 +136,34 @@ def _without_limit(label: str) -> str:
 
 
 def data_needs_tables(frame: pd.DataFrame, seen_top: dict[str, int]) -> list[SummaryTable]:
-    """One table per training range and evaluation: per N and started-from variant, its and
-    scratch's exact accuracy on the seen lengths and at the longest seen length
-    (``seen_top``: training range -> that length), with the paired difference."""
+    """One table per training range and evaluation: per N and pair (A against B), their
+    exact accuracy on the seen lengths and at the longest seen length (``seen_top``: training
+    range -> that length), with the paired difference."""
     pct = METRIC["exact_acc"]
     tables = []
     for (train, name), part in frame.groupby(["train", "eval"], sort=False):
         top = seen_top.get(str(train))
         columns = [
             "N",
-            "started from (A)",
-            "scratch exact seen %",
+            "A",
+            "B",
+            "B exact seen %",
             "A exact seen %",
-            "A - scratch seen (pp) [95%]",
-            f"scratch exact at {top} %",
+            "A - B seen (pp) [95%]",
+            f"B exact at {top} %",
             f"A exact at {top} %",
-            f"A - scratch at {top} (pp) [95%]",
+            f"A - B at {top} (pp) [95%]",
             "seed pairs",
         ]
         table = SummaryTable(str(train), [str(name)], columns)
-        table.notes.append(f"eval {name}: started-from variants against scratch at each N")
-        for (limit, a), cells in part.groupby(["limit", "a"], sort=True):
+        table.notes.append(f"eval {name}: each arm against scratch, at each N")
+        for (limit, a, b), cells in part.groupby(["limit", "a", "b"], sort=True):
             seen = cells[(cells["length"].astype(str) == TOTAL) & (cells["split"] == "seen")]
             at = cells[cells["length"].astype(str) == str(top)]
             if seen.empty:
                 continue
             s = seen.iloc[0]
-            row = [str(limit), _without_limit(str(a)), *_cells(s, pct)]
+            row = [str(limit), _without_limit(str(a)), _without_limit(str(b)), *_cells(s, pct)]
             row += ["–", "–", "–"] if at.empty else _cells(at.iloc[0], pct)
             table.rows.append(Row([*row, str(s["n_pairs"])], "seen", False))
         tables.append(table)
@@ -136,7 +171,7 @@ def data_needs_tables(frame: pd.DataFrame, seen_top: dict[str, int]) -> list[Sum
 
 
 def _cells(r: pd.Series, pct) -> list[str]:
-    """Scratch's and A's exact accuracy, then A - scratch with its interval."""
+    """B's and A's exact accuracy, then A - B with its interval."""
     diff = points_text(r["exact_diff"], r["exact_diff_lo"], r["exact_diff_hi"], pct)
     return [pct.fmt(r["exact_b"]), pct.fmt(r["exact_a"]), diff]
 
@@ -147,23 +182,24 @@ SECTION = "How many strips"  # the page's heading begins so (templates/compare.h
 def left_out(groups: list[TrainGroup], drawn: bool) -> str | None:
     """Why the data-needs section is not drawn (``drawn``: it has a table or a note) though
     ``data.limit`` is swept; None when it is drawn or not wanted. The section pairs runs
-    started from a trained reader (``init_from``) with scratch runs (``init_from=null``) at
-    each N, so a ``data.limit`` sweep needs both."""
+    of the other arms (``init_from``, ``data.unlabelled``) with scratch runs at each N, so a
+    ``data.limit`` sweep needs both."""
     runs = [r for g in groups for r in g.runs if r.evals]
     limits = {r.swept.get(LIMIT, "null") for r in runs} - {"null"}
     if drawn or not limits:
         return None
-    started = [r for r in runs if r.swept.get(SOURCE, SCRATCH) != SCRATCH]
-    if not started:
+    arms = [r for r in runs if not is_scratch(r.swept)]
+    if not arms:
         return (
             f"{LIMIT} is swept ({len(limits)} value(s)) but no run started from a trained "
-            f"reader, so there is nothing to set against scratch at each N: sweep "
-            f'{SOURCE}=null,RUN with it (README, "How many strips do I need?")'
+            f"reader or was given unlabelled strips, so there is nothing to set against "
+            f"scratch at each N: sweep {SOURCE}=null,RUN (or {UNLABELLED}=null,DIR) with it "
+            f'(README, "How many strips do I need?")'
         )
     return (
-        f"{LIMIT} is swept and {len(started)} run(s) started from a trained reader, but no "
-        f"scratch run ({SOURCE}=null) was evaluated with them to pair them with: sweep "
-        f"{SOURCE}=null too"
+        f"{LIMIT} is swept and {len(arms)} run(s) started from a trained reader or were given "
+        f"unlabelled strips, but no scratch run ({SOURCE}=null, no {UNLABELLED}) was "
+        f"evaluated with them to pair them with: sweep {SOURCE}=null too"
     )
 
 
@@ -171,7 +207,7 @@ def data_needs_markdown(tables: list[SummaryTable], notes: list[str]) -> list[st
     """summary.md's lines for the data-needs tables (report.datacurve); none without them."""
     if not tables and not notes:
         return []
-    lines = ["## How many strips: started-from variants against scratch", ""]
+    lines = [f"## {HEADING}", ""]
     lines += [md_escape(METHOD) + f" The numbers are in {DATA_NEEDS_CSV}.", ""]
     for table in tables:
         lines += [f"### Trained on lengths {table.train}: {md_escape(table.notes[0])}", ""]

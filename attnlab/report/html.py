@@ -90,6 +90,7 @@ def render_index(
     data_needs: list[SummaryTable] | None = None,  # report.datacurve: data.limit swept
     data_needs_notes: list[str] | None = None,
     data_needs_method: str = "",
+    data_needs_heading: str = "",
     objectives: dict | None = None,  # report.objectives: run path -> its objective
     best: list | None = None,  # report.objectives.Best: the best run of each sweep
     omitted: list | None = None,  # report.omitted.Omitted: sections wanted but not drawn
@@ -121,6 +122,7 @@ def render_index(
             data_needs=data_needs or [],
             data_needs_notes=data_needs_notes or [],
             data_needs_method=data_needs_method,
+            data_needs_heading=data_needs_heading,
             objectives=objectives or {},
             best=best or [],
             best_paths={b.run.path for b in best or []},
