@@ -9,7 +9,9 @@ round takes strips after a few steps (a reader trained from scratch for seconds 
 
 from __future__ import annotations
 
+import csv
 import json
+import logging
 import shutil
 
 import pytest
@@ -122,6 +124,13 @@ def test_a_larger_train_rounds_trains_on_a_run_its_cap_stopped(strips, tmp_path,
     first = session.train(compose([*base, "train.rounds=0"]), run)
     assert first["step"] == 6 and len(first["self_training"]["rounds"]) == 1
     assert first["self_training"]["stopped"].endswith("the cap (train.rounds=0)")
+    rows = csv.DictReader((run / "history.csv").open())
+    vals = [float(r["val_exact_acc"]) for r in rows if r["val_exact_acc"]]
+    rising = [li for li in caplog.text.splitlines() if "still improving" in li]
+    if vals[-1] > max(vals[:-1]):  # the best validation is the last: more rounds, not steps
+        assert len(rising) == 1 and rising[0].endswith("train.rounds=1"), rising
+    else:
+        assert rising == []
     again = session.train(compose([*base, "train.rounds=0"]), run)
     assert again["step"] == 6 and "a larger train.rounds trains on" in caplog.text
     resumed = session.train(compose([*base, "train.rounds=1"]), run)
@@ -130,6 +139,36 @@ def test_a_larger_train_rounds_trains_on_a_run_its_cap_stopped(strips, tmp_path,
     assert a["step"] == b["step"] == 12
     assert all(torch.equal(v, b["model"][k]) for k, v in a["model"].items())
     assert a["self_training"] == b["self_training"]
+
+
+def test_a_run_still_improving_is_told_more_rounds_at_its_cap_and_more_steps_a_round(
+    tmp_path, caplog
+):
+    """The line a run whose last validation is its best ends with: a self-training run its
+    cap stopped is told a larger train.rounds; one stopped otherwise, a larger train.steps
+    (the steps of a round), never twice the steps of all its rounds."""
+    from types import SimpleNamespace
+
+    from attnlab.runs.rundir import RunDir
+    from attnlab.training.selftrain import Rounds
+    from attnlab.training.session import _say_if_still_improving
+
+    def told(improved: bool) -> str:
+        caplog.clear()
+        entry = {"round": 2, "improved": improved}
+        rounds = Rounds(pool=[], cap=2, round=2, log=[entry], stopped="ended")
+        history = [{"step": 0, "val_exact_acc": 0.5}, {"step": 12, "val_exact_acc": 0.9}]
+        state = SimpleNamespace(history=history, rounds=rounds)
+        train = SimpleNamespace(objective=None, steps=4, minutes=None)
+        trainer = SimpleNamespace(cfg=SimpleNamespace(train=train), state=state)
+        trainer.ended_by = lambda: "steps"
+        with caplog.at_level(logging.WARNING, logger="attnlab.train"):
+            _say_if_still_improving(RunDir(tmp_path), trainer)
+        (line,) = [li for li in caplog.text.splitlines() if "still improving" in li]
+        return line
+
+    assert told(True).endswith("read better trained on: train.rounds=4 into the same run directory")
+    assert told(False).endswith("trained on: train.steps=8 into the same run directory")
 
 
 def _refused(attnlab_run, cwd, *overrides: str) -> str:

@@ -134,12 +134,18 @@ def _say_if_still_improving(run: RunDir, trainer: Trainer) -> None:
     now = standing(trainer.state.history, t.objective, untrained=True)
     if now.validations < 2 or now.since_best > 0:
         return
-    minutes = trainer.ended_by() == "minutes"  # a budget in minutes: twice the minutes
-    more = f"train.minutes={2 * t.minutes:g}" if minutes else f"train.steps={2 * trainer.step}"
+    rounds = trainer.state.rounds
+    if rounds is not None:  # self-training: more rounds at its cap; train.steps is a round's
+        again = capped(rounds.record(taken=False))
+        more = f"train.rounds={max(1, 2 * rounds.cap)}" if again else f"train.steps={2 * t.steps}"
+    elif trainer.ended_by() == "minutes":  # a budget in minutes: twice the minutes
+        more = f"train.minutes={2 * t.minutes:g}"
+    else:
+        more = f"train.steps={2 * trainer.step}"
     command = continue_command(run.path, more)
     log.warning(
         "still improving: the best validation (%s %.4f) is the last one, at step %d; it may "
-        "read better with more steps: %s",
+        "read better trained on: %s",
         now.name,
         now.best,
         now.last_step,
