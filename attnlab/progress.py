@@ -52,10 +52,12 @@ class Progress:
         self.task = self.bar.add_task("train", total=total, completed=done, loss="-", acc="-")
         self.bar.start()
 
-    def update(self, step: int, loss: float, acc: float | None) -> None:
+    def update(self, step: int, loss: float, acc: float | None, total: int | None = None) -> None:
+        """The bar at ``step`` (of ``total`` where it moved: a self-training round's end)."""
         if self.rich:
             shown = "-" if acc is None else f"{100 * acc:.1f}%"
-            self.bar.update(self.task, completed=step, loss=f"{loss:.4f}", acc=shown)
+            more = {} if total is None else {"total": total}
+            self.bar.update(self.task, completed=step, loss=f"{loss:.4f}", acc=shown, **more)
 
     def close(self) -> None:
         if self.rich:

@@ -118,8 +118,10 @@ def test_a_larger_train_rounds_trains_on_a_run_its_cap_stopped(strips, tmp_path,
     with train.rounds=1 it trains round 1 from there and ends exactly as a run given
     train.rounds=1 from the start."""
     base = args(strips, "train.checkpoint_every=100")
+    caplog.set_level(logging.INFO, logger="attnlab.train")
     whole = session.train(compose([*base, "train.rounds=1"]), tmp_path / "whole")
     assert len(whole["self_training"]["rounds"]) == 2 and whole["self_training"]["max_rounds"] == 1
+    assert "step 6/6 " in caplog.text and "step 12/12 " in caplog.text  # each round's end
     run = tmp_path / "capped"
     first = session.train(compose([*base, "train.rounds=0"]), run)
     assert first["step"] == 6 and len(first["self_training"]["rounds"]) == 1

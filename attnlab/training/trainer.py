@@ -275,7 +275,8 @@ class Trainer:
             loss = self.advance()
             if on_step is not None:
                 on_step(self.step, loss)
-            progress.update(self.step, loss, self.state.last_val.get("exact_acc"))
+            end = self.state.round_start + t.steps  # train.steps counts a round's steps
+            progress.update(self.step, loss, self.state.last_val.get("exact_acc"), end)
             ends = self.ended_by() is not None  # train.steps, or no time for another step
             if self.step % t.log_every == 0 or ends:
                 self.log_step(loss, progress.rich, start_time, start_step)
@@ -303,7 +304,12 @@ class Trainer:
             done = (self.step - start_step) * t.batch_size * t.accumulate
             rate = done / max(1e-9, time.time() - start_time)
             log.info(
-                "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s", self.step, t.steps, loss, lr, rate
+                "step %d/%d  loss %.4f  lr %.2e  %.0f strips/s",
+                self.step,
+                self.state.round_start + t.steps,  # data.unlabelled: the end of this round
+                loss,
+                lr,
+                rate,
             )
 
     def validate_and_record(self) -> None:
