@@ -118,7 +118,8 @@ def test_the_refusal_names_the_key_and_only_declared_keys_may_change():
         check_same_config({**saved, "init_from": None}, {**saved, "init_from": "src"}, Path("x"))
     # one declared list: what the report ignores is the seed and these keys
     assert variants.IGNORED_KEYS == ("seed", *NEUTRAL_KEYS)
-    assert set(RESUMABLE) - set(NEUTRAL_KEYS) == {"train.steps", "train.patience", "train.minutes"}
+    resumable = {"train.steps", "train.patience", "train.minutes", "train.rounds"}
+    assert set(RESUMABLE) - set(NEUTRAL_KEYS) == resumable
 
 
 @pytest.mark.slow
