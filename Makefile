@@ -49,10 +49,10 @@ PYTEST_ARGS ?= -n auto --dist loadfile --durations=10
 FRESH_CACHE = cache="$${ATTNLAB_CACHE:-$$(mktemp -d -t attnlab-cache-XXXXXX)}"; \
 	trap '[ -n "$$ATTNLAB_CACHE" ] || rm -rf "$$cache"' EXIT; ATTNLAB_CACHE="$$cache"
 
-# Python may write attnlab's and the tests' bytecode (__pycache__, ignored by git) even where
-# the environment says not to (PYTHONDONTWRITEBYTECODE=1, as this project's machines set it):
-# the suite starts a few hundred Python processes, and each compiled every attnlab module it
-# imported again (about 1.4% of the suite's CPU, measured with py-spy).
+# The suite lets Python write attnlab's and the tests' bytecode (__pycache__, ignored by git)
+# even where the environment says not to (PYTHONDONTWRITEBYTECODE=1, as this project's
+# machines set it): otherwise each of its Python processes (commands, sweep workers, SLURM
+# jobs) compiled every attnlab module it imported again (1.4% of the suite's CPU, py-spy).
 BYTECODE = PYTHONDONTWRITEBYTECODE=
 
 test: $(STAMP)
